@@ -1,0 +1,30 @@
+"""The ``contagent`` command line: thin wrappers that parse options and call one library function.
+
+Each stage registers its commands from its own module, so the stages stay
+independent; printing and progress bars live here only.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from contagent.cli._common import console, fail, run_guarded  # noqa: F401
+
+app = typer.Typer(
+    name="contagent",
+    help="Turn coding-agent runs into training data people can trust.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    from contagent.cli import export_cmd
+
+    export_cmd.register(app)
+
+
+def main() -> None:
+    _register()
+    app()
