@@ -1,0 +1,1 @@
+"""Exporters: raw exchange logs -> results rows and training formats."""

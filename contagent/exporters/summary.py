@@ -1,0 +1,67 @@
+"""What one export did, as a typed record (the CLI prints it; the dataset card shows it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TokenCounts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def add(self, usage: dict[str, Any] | TokenCounts | None) -> None:
+        if usage is None:
+            return
+        if isinstance(usage, TokenCounts):
+            usage = usage.model_dump()
+        for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            value = usage.get(field)
+            if isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, field, getattr(self, field) + value)
+
+
+class TokenUsage(BaseModel):
+    """Rule 8: ``selected + excluded == billed``, per field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    billed: TokenCounts = Field(default_factory=TokenCounts)
+    selected: TokenCounts = Field(default_factory=TokenCounts)
+    excluded: TokenCounts = Field(default_factory=TokenCounts)
+
+
+class ExportSummary(BaseModel):
+    """Totals over one ``contagent export`` run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contagent_version: str
+    options: dict[str, Any] = Field(description="The export options as given.")
+    out_dir: str
+    rollouts_read: int = 0
+    training_ready: int = 0
+    passed: int = Field(0, description="Rollouts whose result says passed.")
+    not_ready_reasons: dict[str, int] = Field(default_factory=dict)
+    exclusions: dict[str, int] = Field(
+        default_factory=dict, description="Excluded exchanges by reason."
+    )
+    exchanges_read: int = 0
+    steps_selected: int = 0
+    repairs: int = 0
+    branches_written: int = 0
+    rollouts_written: int = Field(0, description="Rollouts with at least one Parquet row.")
+    models: list[str] = Field(default_factory=list)
+    experiments: list[str] = Field(default_factory=list)
+    tokens: TokenUsage = Field(default_factory=TokenUsage)
+    raw_bytes: int = 0
+    results_path: str | None = None
+    parquet_files: list[str] = Field(default_factory=list)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.rollouts_read if self.rollouts_read else None
