@@ -248,9 +248,16 @@ class RecordingProxy:
 
 
 class _Exchange:
-    """One forwarded request; writes exactly one outcome record whichever way it ends."""
+    """One forwarded request; writes exactly one outcome record whichever way it ends.
 
-    __slots__ = ("chunks", "first_byte", "index", "proxy", "rollout_id", "sent_status", "started", "status")
+    The outcome is on disk before the client can see the end of the exchange:
+    a JSON body is recorded before it is sent, a stream before the chunk that
+    carries ``[DONE]`` (or before the end of the body, for streams without it).
+    """
+
+    __slots__ = (
+        "done", "first_byte", "index", "proxy", "rollout_id", "sent_status", "started", "status", "stream",
+    )  # fmt: skip
 
     def __init__(self, proxy: RecordingProxy, rollout_id: str, index: int) -> None:
         self.proxy = proxy
@@ -260,9 +267,13 @@ class _Exchange:
         self.first_byte: float | None = None
         self.status: int | None = None
         self.sent_status: int | None = None
-        self.chunks: list[bytes] | None = None
+        self.stream: _StreamState | None = None
+        self.done = False
 
     def _record(self, outcome: str, error: str | None = None, **fields: Any) -> None:
+        if self.done:
+            return
+        self.done = True
         self.proxy._finish(
             outcome_record(
                 index=self.index, rollout_id=self.rollout_id, outcome=outcome, status=self.status,
@@ -289,11 +300,11 @@ class _Exchange:
                 if up.headers.get("Content-Type", "").startswith("text/event-stream"):
                     return await self._relay_stream(request, up, out_headers)
                 data = await up.read()
-                resp = web.Response(status=up.status, body=data, headers=out_headers)
                 self.sent_status = up.status
+                self._record_body(data)
+                resp = web.Response(status=up.status, body=data, headers=out_headers)
                 await resp.prepare(request)
                 await resp.write_eof()
-                self._record_body(data)
                 return resp
         except asyncio.CancelledError:
             self._record_cut(None)
@@ -318,8 +329,8 @@ class _Exchange:
             outcome, error = "upstream_error", "proxy stopped before the exchange ended"
         else:
             outcome, error = "abandoned", why or "client disconnected"
-        if self.chunks is not None:
-            self._record(outcome, error, **_stream_fields(b"".join(self.chunks))[0])
+        if self.stream is not None:
+            self._record(outcome, error, **self.stream.fields()[0])
         else:
             self._record(outcome, error)
 
@@ -348,70 +359,98 @@ class _Exchange:
         ok, why = completeness(self.status, parsed)
         self._record("completed" if ok else "incomplete", why, **fields)
 
+    def _record_stream(self, broke: str | None) -> None:
+        assert self.stream is not None
+        fields, fault = self.stream.fields()
+        if broke is not None:
+            self._record("upstream_error", broke, **fields)
+        elif self.status != 200:
+            self._record("http_error", f"http status {self.status}", **fields)
+        elif fault:
+            self._record("upstream_error", fault, **fields)
+        else:
+            ok, why = completeness(self.status, fields["response"])
+            self._record("completed" if ok else "incomplete", why, **fields)
+
     async def _relay_stream(
         self, request: web.BaseRequest, up: aiohttp.ClientResponse, headers: list[tuple[str, str]]
     ) -> web.StreamResponse:
         resp = web.StreamResponse(status=up.status, headers=headers)
         self.sent_status = up.status
         await resp.prepare(request)
-        chunks: list[bytes] = []
-        self.chunks = chunks
+        state = self.stream = _StreamState()
         broke: str | None = None
         try:
             async for chunk in up.content.iter_any():
+                if not self.done and b"[DONE]" in chunk:
+                    state.feed(chunk)
+                    if state.saw_done:
+                        self._record_stream(None)
+                    await resp.write(chunk)
+                    continue
                 await resp.write(chunk)
-                chunks.append(chunk)
+                if self.done:
+                    log.warning("%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index)
+                else:
+                    state.feed(chunk)
         except TimeoutError:
             broke = "upstream timed out mid-stream"
-        except aiohttp.ClientPayloadError as exc:
-            broke = f"upstream stream broke: {exc}"
         except aiohttp.ClientConnectionResetError:
             raise  # the client's side; handled as abandoned by run()
         except (aiohttp.ClientError, OSError) as exc:
             broke = f"upstream stream broke: {exc}"
-        raw = b"".join(chunks)
         if broke is not None:
             up.close()
             # finish a half-sent event first so the error arrives as an event of its own
-            sep = b"" if not raw or raw.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")) else b"\n\n"
+            sep = b"" if state.parser.at_boundary else b"\n\n"
+            self._record_stream(broke)
             code = 504 if "timed out" in broke else 502
             await resp.write(sep + b"data: " + _error_body(code, broke) + b"\n\n")
-        await resp.write_eof()
-        fields, malformed = _stream_fields(raw)
-        if broke is not None:
-            self._record("upstream_error", broke, **fields)
-        elif self.status != 200:
-            self._record("http_error", f"http status {self.status}", **fields)
-        elif malformed:
-            self._record("upstream_error", malformed, **fields)
         else:
-            ok, why = completeness(self.status, fields["response"])
-            self._record("completed" if ok else "incomplete", why, **fields)
+            self._record_stream(None)
+        await resp.write_eof()
         return resp
 
 
-def _stream_fields(raw: bytes) -> tuple[dict[str, Any], str | None]:
-    """Outcome fields of a (possibly partial) SSE body, and a fault found in it, if any."""
-    parser = SSEParser()
-    events = parser.feed(raw)
-    last, tail = parser.close()
-    events.extend(last)
-    asm = StreamAssembler()
-    for payload in events:
-        asm.feed(payload)
-    fault = None
-    if asm.malformed:
-        fault = f"{asm.malformed} stream event(s) are not valid JSON"
-    elif tail:
-        fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
-    elif not events:
-        fault = "stream carried no events"
-    fields = {
-        "response": asm.result(),
-        "stream_events": events,
-        "usage": asm.usage,
-        "finish_reasons": asm.finish_reasons,
-    }
-    if tail:
-        fields["response_text"] = tail.decode("utf-8", "replace")
-    return fields, fault
+class _StreamState:
+    """Incremental parse of a relayed stream; fed after each chunk has gone to the client."""
+
+    __slots__ = ("asm", "events", "parser", "saw_done")
+
+    def __init__(self) -> None:
+        self.parser = SSEParser()
+        self.asm = StreamAssembler()
+        self.events: list[str] = []
+        self.saw_done = False
+
+    def feed(self, chunk: bytes) -> None:
+        for payload in self.parser.feed(chunk):
+            self.events.append(payload)
+            if payload == "[DONE]":
+                self.saw_done = True
+            else:
+                self.asm.feed(payload)
+
+    def fields(self) -> tuple[dict[str, Any], str | None]:
+        """Outcome fields of what arrived so far, and a fault found in it, if any."""
+        last, tail = self.parser.close()
+        for payload in last:
+            self.events.append(payload)
+            self.asm.feed(payload)
+        asm = self.asm
+        fault = None
+        if asm.malformed:
+            fault = f"{asm.malformed} stream event(s) are not valid JSON"
+        elif tail:
+            fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
+        elif not self.events:
+            fault = "stream carried no events"
+        fields: dict[str, Any] = {
+            "response": asm.result(),
+            "stream_events": self.events,
+            "usage": asm.usage,
+            "finish_reasons": asm.finish_reasons,
+        }
+        if tail:
+            fields["response_text"] = tail.decode("utf-8", "replace")
+        return fields, fault
