@@ -133,7 +133,9 @@ class Recorder:
                 n = os.write(fd, view)
                 view = view[n:]
         except OSError as exc:
-            raise RecordError(f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}") from exc
+            raise RecordError(
+                f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}"
+            ) from exc
 
     def append(self, rollout_id: str, record: dict[str, Any]) -> None:
         """Append one record as one line."""

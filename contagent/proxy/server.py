@@ -39,7 +39,14 @@ _HOP_BY_HOP = frozenset(
      "trailers", "transfer-encoding", "upgrade"}
 )  # fmt: skip
 #: never forwarded: hop-by-hop, recomputed by aiohttp, or the client's credentials
-_DROP_REQUEST = _HOP_BY_HOP | {"host", "content-length", "authorization", "api-key", "x-api-key", "accept-encoding"}
+_DROP_REQUEST = _HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "authorization",
+    "api-key",
+    "x-api-key",
+    "accept-encoding",
+}
 #: aiohttp recomputes length/encoding of what it sends to the client
 _DROP_RESPONSE = _HOP_BY_HOP | {"content-length", "content-encoding"}
 _USAGE_ROUTES = ("/chat/completions", "/completions")
@@ -50,7 +57,9 @@ def _error_body(status: int, message: str, kind: str = "upstream_error") -> byte
 
 
 def _json_error(status: int, message: str, kind: str = "upstream_error") -> web.Response:
-    return web.Response(status=status, body=_error_body(status, message, kind), content_type="application/json")
+    return web.Response(
+        status=status, body=_error_body(status, message, kind), content_type="application/json"
+    )
 
 
 def _hop_tokens(headers: Any) -> frozenset[str]:
@@ -139,11 +148,15 @@ class RecordingProxy:
         except OSError as exc:
             await self._runner.cleanup()
             await self._session.close()
-            raise ContagentError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
+            raise ContagentError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+            ) from exc
         sockets = self._runner.addresses
         if sockets:
             self.port = sockets[0][1]
-        log.info("recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir)
+        log.info(
+            "recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir
+        )
 
     async def stop(self) -> None:
         """Stop listening, let in-flight exchanges finish (up to ``stop_grace``), record the rest."""
@@ -171,7 +184,9 @@ class RecordingProxy:
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         raw_path = request.raw_path
         if not raw_path.startswith("/r/"):
-            return _json_error(404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found")
+            return _json_error(
+                404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found"
+            )
         rollout_id, sep, tail = raw_path[3:].partition("/")
         if not sep:
             return _json_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
@@ -187,7 +202,9 @@ class RecordingProxy:
         finally:
             self._inflight.discard(task)
 
-    async def _exchange(self, request: web.BaseRequest, rollout_id: str, path: str) -> web.StreamResponse:
+    async def _exchange(
+        self, request: web.BaseRequest, rollout_id: str, path: str
+    ) -> web.StreamResponse:
         body = await request.read()
         received = time.time()
         parsed: Any = None
@@ -204,7 +221,10 @@ class RecordingProxy:
             opts = parsed.get("stream_options")
             if not (isinstance(opts, dict) and opts.get("include_usage") is True):
                 changed = dict(parsed)
-                changed["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
+                changed["stream_options"] = {
+                    **(opts if isinstance(opts, dict) else {}),
+                    "include_usage": True,
+                }
                 forward_body = orjson.dumps(changed)
                 changes.append("stream_options.include_usage")
 
@@ -235,7 +255,9 @@ class RecordingProxy:
             )  # fmt: skip
         except RecordError as exc:
             log.error("%s", exc)
-            return _json_error(500, f"contagent proxy could not record the request: {exc}", "proxy_error")
+            return _json_error(
+                500, f"contagent proxy could not record the request: {exc}", "proxy_error"
+            )
         ex = _Exchange(self, rollout_id, index)
         return await ex.run(request, path, forward, forward_body)
 
@@ -342,7 +364,9 @@ class _Exchange:
         if parsed is None and data:
             text = data.decode("utf-8", "replace")
             if self.status == 200:
-                self._record("upstream_error", "upstream body is not valid JSON", response_text=text)
+                self._record(
+                    "upstream_error", "upstream body is not valid JSON", response_text=text
+                )
             else:
                 self._record("http_error", f"http status {self.status}", response_text=text)
             return
@@ -352,7 +376,9 @@ class _Exchange:
                 fields["usage"] = parsed["usage"]
             choices = parsed.get("choices")
             if isinstance(choices, list):
-                fields["finish_reasons"] = [c.get("finish_reason") if isinstance(c, dict) else None for c in choices]
+                fields["finish_reasons"] = [
+                    c.get("finish_reason") if isinstance(c, dict) else None for c in choices
+                ]
         if self.status != 200:
             self._record("http_error", f"http status {self.status}", **fields)
             return
@@ -390,7 +416,9 @@ class _Exchange:
                     continue
                 await resp.write(chunk)
                 if self.done:
-                    log.warning("%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index)
+                    log.warning(
+                        "%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index
+                    )
                 else:
                     state.feed(chunk)
         except TimeoutError:

@@ -19,7 +19,9 @@ from typing import Any
 
 import orjson
 
-_TERMINAL_RESPONSE_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TERMINAL_RESPONSE_EVENTS = frozenset(
+    {"response.completed", "response.incomplete", "response.failed"}
+)
 
 
 class SSEParser:
@@ -223,7 +225,11 @@ class StreamAssembler:
             acc = self._choices[idx]
             if self._kind == "text":
                 choices.append(
-                    {"index": idx, "text": "".join(acc["text"]), "finish_reason": acc["finish_reason"]}
+                    {
+                        "index": idx,
+                        "text": "".join(acc["text"]),
+                        "finish_reason": acc["finish_reason"],
+                    }
                 )
                 continue
             message: dict[str, Any] = {
@@ -237,11 +243,16 @@ class StreamAssembler:
                     {
                         "id": t["id"],
                         "type": t["type"],
-                        "function": {"name": "".join(t["name"]), "arguments": "".join(t["arguments"])},
+                        "function": {
+                            "name": "".join(t["name"]),
+                            "arguments": "".join(t["arguments"]),
+                        },
                     }
                     for _, t in sorted(acc["tools"].items())
                 ]
-            choices.append({"index": idx, "message": message, "finish_reason": acc["finish_reason"]})
+            choices.append(
+                {"index": idx, "message": message, "finish_reason": acc["finish_reason"]}
+            )
         out: dict[str, Any] = {
             "id": self._id,
             "object": "text_completion" if self._kind == "text" else "chat.completion",

@@ -33,8 +33,10 @@ def test_upstream_refused_gives_502(proxy_factory, tmp_path):
     with pytest.raises(openai.InternalServerError) as err:
         client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert err.value.status_code == 502
-    [(req, out)] = exchanges(tmp_path / "records", "r1")
-    assert out["outcome"] == "upstream_error" and out["status"] is None and out["client_status"] == 502
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert (
+        out["outcome"] == "upstream_error" and out["status"] is None and out["client_status"] == 502
+    )
     assert "unreachable" in out["error"] and out["first_byte"] is None
 
 
@@ -55,15 +57,26 @@ def test_upstream_timeout_gives_504(stub_factory, proxy_factory, tmp_path):
         client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert err.value.status_code == 504
     [(_, out)] = exchanges(tmp_path / "records", "r1")
-    assert out["outcome"] == "upstream_error" and out["client_status"] == 504 and "timed out" in out["error"]
+    assert (
+        out["outcome"] == "upstream_error"
+        and out["client_status"] == 504
+        and "timed out" in out["error"]
+    )
     wait_for(lambda: stub.cancelled == [0])  # the proxy gave up on it: the upstream must see that
 
 
 def test_upstream_timeout_mid_stream_is_an_error_event(stub_factory, proxy_factory, tmp_path):
-    stub = stub_factory([Reply(content="abcdef", chunks=6, chunk_delay=0.05), Reply(content="abcdef", chunks=3, chunk_delay=1.0)])
+    stub = stub_factory(
+        [
+            Reply(content="abcdef", chunks=6, chunk_delay=0.05),
+            Reply(content="abcdef", chunks=3, chunk_delay=1.0),
+        ]
+    )
     proxy = proxy_factory(stub.url, upstream_timeout=0.4)
     c = client(proxy)
-    assert len(list(c.chat.completions.create(model="m", messages=MSGS, stream=True))) > 6  # slow but steady is fine
+    assert (
+        len(list(c.chat.completions.create(model="m", messages=MSGS, stream=True))) > 6
+    )  # slow but steady is fine
     got = []
     with pytest.raises(openai.APIError, match="timed out"):
         for chunk in c.chat.completions.create(model="m", messages=MSGS, stream=True):
@@ -80,14 +93,21 @@ def test_upstream_http_errors_pass_through_verbatim(stub_factory, proxy_factory,
     body = b'{"error": {"message": "nope", "type": "x", "code": %d}, "extra": [1, 2]}' % status
     stub = stub_factory([Error(status, body), Error(status, body)])
     proxy = proxy_factory(stub.url)
-    r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", json={"model": "m", "messages": MSGS})
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        json={"model": "m", "messages": MSGS},
+    )
     assert r.status_code == status and r.content == body
     with pytest.raises(openai.APIStatusError) as err:
         client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True)
     assert err.value.status_code == status
     for _, out in exchanges(tmp_path / "records", "r1"):
         assert out["outcome"] == "http_error" and out["status"] == status == out["client_status"]
-        assert out["response"] == {"error": {"message": "nope", "type": "x", "code": status}, "extra": [1, 2]}
+        assert out["response"] == {
+            "error": {"message": "nope", "type": "x", "code": status},
+            "extra": [1, 2],
+        }
 
 
 def test_stream_cut_midway_is_an_error_for_client_and_record(stub_factory, proxy_factory, tmp_path):
@@ -110,7 +130,11 @@ def test_malformed_upstream_json_is_recorded_raw(stub_factory, proxy_factory, tm
     body = b'{"id": "x", "choices": [{"message": {"content": "hal'
     stub = stub_factory([Raw(body)])
     proxy = proxy_factory(stub.url)
-    r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", json={"model": "m", "messages": MSGS})
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        json={"model": "m", "messages": MSGS},
+    )
     assert r.status_code == 200 and r.content == body  # passed on as is
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "upstream_error" and out["response"] is None
@@ -120,9 +144,15 @@ def test_malformed_upstream_json_is_recorded_raw(stub_factory, proxy_factory, tm
 def test_malformed_stream_event_is_a_fault(stub_factory, proxy_factory, tmp_path):
     from contagent.testing.llm_stub import Events
 
-    stub = stub_factory([Events(['{"id":"a","object":"chat.completion.chunk","choices":[]}', "{broken", "[DONE]"])])
+    stub = stub_factory(
+        [Events(['{"id":"a","object":"chat.completion.chunk","choices":[]}', "{broken", "[DONE]"])]
+    )
     proxy = proxy_factory(stub.url)
-    r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", json={"model": "m", "stream": True})
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        json={"model": "m", "stream": True},
+    )
     assert r.status_code == 200 and b"{broken" in r.content
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "upstream_error" and "not valid JSON" in out["error"]
@@ -139,7 +169,9 @@ def test_client_disconnect_mid_stream_cancels_upstream(stub_factory, proxy_facto
     stream.close()
     t0 = time.monotonic()
     wait_for(lambda: stub.cancelled == [0], timeout=2.0)
-    assert time.monotonic() - t0 < 1.0, "upstream must be cancelled at once, not at the end of the stream"
+    assert time.monotonic() - t0 < 1.0, (
+        "upstream must be cancelled at once, not at the end of the stream"
+    )
     wait_for(lambda: b'"type":"outcome"' in (tmp_path / "records/r1/exchanges.jsonl").read_bytes())
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "abandoned"

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -112,22 +111,26 @@ def test_stop_finishes_in_flight_records(stub_factory, proxy_factory, tmp_path):
     wait_for(lambda: stub.cancelled == [0])
 
 
-def _start_cli(stub_url: str, record_dir: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+def _start_cli(
+    stub_url: str, record_dir: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [*CLI, "proxy", "--upstream", stub_url, "--record-dir", str(record_dir), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
     )  # fmt: skip
     line = proc.stdout.readline() if proc.stdout else ""
-    assert line.startswith("contagent proxy listening on http://127.0.0.1:"), line + (proc.stderr.read() if proc.stderr else "")
+    assert line.startswith("contagent proxy listening on http://127.0.0.1:"), line + (
+        proc.stderr.read() if proc.stderr else ""
+    )
     return proc, line.split()[4]
 
 
 def _post_in_thread(url: str, **kw) -> threading.Thread:
     def go() -> None:
         try:
-            openai.OpenAI(base_url=url, api_key="k", max_retries=0, timeout=20).chat.completions.create(
-                model="m", messages=MSGS, **kw
-            )
+            openai.OpenAI(
+                base_url=url, api_key="k", max_retries=0, timeout=20
+            ).chat.completions.create(model="m", messages=MSGS, **kw)
         except openai.APIError:
             pass
 
@@ -180,10 +183,18 @@ def test_cli_sigterm_finishes_in_flight_then_exits(stub_factory, tmp_path):
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (["--upstream", "http://127.0.0.1:9", "--upstream-api-key-env", "NOPE_UNSET"], {}, "NOPE_UNSET is not set"),
+        (
+            ["--upstream", "http://127.0.0.1:9", "--upstream-api-key-env", "NOPE_UNSET"],
+            {},
+            "NOPE_UNSET is not set",
+        ),
         (["--upstream", "ftp://example.invalid"], {}, "is not an http(s) URL"),
         (["--upstream", "http://127.0.0.1:9", "--upstream-timeout", "0"], {}, "must be positive"),
-        (["--upstream", "http://127.0.0.1:9", "--host", "127.0.0.1", "--port", "{busy}"], {}, "cannot listen"),
+        (
+            ["--upstream", "http://127.0.0.1:9", "--host", "127.0.0.1", "--port", "{busy}"],
+            {},
+            "cannot listen",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, args, env, message):
