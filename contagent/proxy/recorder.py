@@ -83,6 +83,11 @@ class Recorder:
         self._paths: dict[str, Path] = {}
         self._fds: OrderedDict[str, int] = OrderedDict()
 
+    @property
+    def known(self) -> dict[str, Path]:
+        """Rollout ids already vetted, with their log paths."""
+        return self._paths
+
     def _path(self, rollout_id: str) -> Path:
         path = self._paths.get(rollout_id)
         if path is None:

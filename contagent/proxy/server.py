@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from yarl import URL
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
@@ -138,6 +139,7 @@ class RecordingProxy:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout,
             skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),  # a pass-through keeps no cookies of its own
         )  # fmt: skip
         server = web.Server(self._handle, handler_cancellation=True)
         self._runner = web.ServerRunner(server, handler_cancellation=True, shutdown_timeout=1.0)
@@ -190,10 +192,11 @@ class RecordingProxy:
         rollout_id, sep, tail = raw_path[3:].partition("/")
         if not sep:
             return _json_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
-        try:
-            safe_segment(rollout_id, "rollout id")
-        except ContagentError as exc:
-            return _json_error(400, str(exc), "invalid_request_error")
+        if rollout_id not in self.recorder.known:
+            try:
+                safe_segment(rollout_id, "rollout id")
+            except ContagentError as exc:
+                return _json_error(400, str(exc), "invalid_request_error")
         task = asyncio.current_task()
         assert task is not None
         self._inflight.add(task)
@@ -311,7 +314,7 @@ class _Exchange:
         assert proxy._session is not None
         try:
             async with proxy._session.request(
-                request.method, proxy.upstream + path, data=body or None, headers=headers,
+                request.method, URL(proxy.upstream + path, encoded=True), data=body or None, headers=headers,
                 allow_redirects=False,
             ) as up:  # fmt: skip
                 self.first_byte = time.time()
@@ -409,9 +412,9 @@ class _Exchange:
         try:
             async for chunk in up.content.iter_any():
                 if not self.done and b"[DONE]" in chunk:
-                    state.feed(chunk)
-                    if state.saw_done:
-                        self._record_stream(None)
+                    state.add(chunk)
+                    if state.saw_done():
+                        self._record_stream(None)  # on disk before the client sees the end
                     await resp.write(chunk)
                     continue
                 await resp.write(chunk)
@@ -420,7 +423,7 @@ class _Exchange:
                         "%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index
                     )
                 else:
-                    state.feed(chunk)
+                    state.add(chunk)
         except TimeoutError:
             broke = "upstream timed out mid-stream"
         except aiohttp.ClientConnectionResetError:
@@ -430,7 +433,7 @@ class _Exchange:
         if broke is not None:
             up.close()
             # finish a half-sent event first so the error arrives as an event of its own
-            sep = b"" if state.parser.at_boundary else b"\n\n"
+            sep = b"" if state.at_boundary() else b"\n\n"
             self._record_stream(broke)
             code = 504 if "timed out" in broke else 502
             await resp.write(sep + b"data: " + _error_body(code, broke) + b"\n\n")
@@ -441,26 +444,45 @@ class _Exchange:
 
 
 class _StreamState:
-    """Incremental parse of a relayed stream; fed after each chunk has gone to the client."""
+    """What a relayed stream carried so far.
 
-    __slots__ = ("asm", "events", "parser", "saw_done")
+    Chunks are only collected while they flow, and parsed when the record is
+    due: the per-event work then never competes with relaying the next chunk.
+    """
+
+    __slots__ = ("asm", "events", "parser", "pending")
 
     def __init__(self) -> None:
         self.parser = SSEParser()
         self.asm = StreamAssembler()
         self.events: list[str] = []
-        self.saw_done = False
+        self.pending: list[bytes] = []
 
-    def feed(self, chunk: bytes) -> None:
-        for payload in self.parser.feed(chunk):
-            self.events.append(payload)
-            if payload == "[DONE]":
-                self.saw_done = True
-            else:
-                self.asm.feed(payload)
+    def add(self, chunk: bytes) -> None:
+        self.pending.append(chunk)
+
+    def _parse(self) -> None:
+        if not self.pending:
+            return
+        data = b"".join(self.pending)
+        self.pending.clear()
+        events = self.parser.feed(data)
+        self.events.extend(events)
+        feed = self.asm.feed
+        for payload in events:
+            feed(payload)
+
+    def saw_done(self) -> bool:
+        self._parse()
+        return bool(self.events) and self.events[-1] == "[DONE]"
+
+    def at_boundary(self) -> bool:
+        self._parse()
+        return self.parser.at_boundary
 
     def fields(self) -> tuple[dict[str, Any], str | None]:
         """Outcome fields of what arrived so far, and a fault found in it, if any."""
+        self._parse()
         last, tail = self.parser.close()
         for payload in last:
             self.events.append(payload)

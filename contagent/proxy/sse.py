@@ -44,9 +44,22 @@ class SSEParser:
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if keep_cr:
                 data += b"\r"
+        out: list[str] = []
+        if not self._data and b"\n\n" in data:
+            # fast path for whole events: servers send "data: <json>\n\n", one line each
+            blocks = data.split(b"\n\n")
+            data = blocks.pop()
+            for block in blocks:
+                if block.startswith(b"data: ") and b"\n" not in block:
+                    out.append(block[6:].decode("utf-8", "replace"))
+                else:
+                    self._lines([*block.split(b"\n"), b""], out)
         lines = data.split(b"\n")
         self._buf = lines.pop()
-        out: list[str] = []
+        self._lines(lines, out)
+        return out
+
+    def _lines(self, lines: list[bytes], out: list[str]) -> None:
         for line in lines:
             if not line:
                 if self._data:
@@ -58,7 +71,6 @@ class SSEParser:
             elif line == b"data":
                 self._data.append(b"")
             # comments (":...") and other fields (event, id, retry) carry nothing we keep
-        return out
 
     @property
     def at_boundary(self) -> bool:
