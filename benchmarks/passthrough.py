@@ -26,9 +26,15 @@ async def serve(upstream: str, log_path: str) -> None:
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         body = await request.read()
         path = "/" + request.raw_path.split("/", 3)[3]
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
-        async with session.request(request.method, upstream + path, data=body, headers=headers) as up:
-            resp = web.StreamResponse(status=up.status, headers={"Content-Type": up.headers.get("Content-Type", "")})
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")
+        }
+        async with session.request(
+            request.method, upstream + path, data=body, headers=headers
+        ) as up:
+            resp = web.StreamResponse(
+                status=up.status, headers={"Content-Type": up.headers.get("Content-Type", "")}
+            )
             await resp.prepare(request)
             async for chunk in up.content.iter_any():
                 await resp.write(chunk)

@@ -40,6 +40,7 @@ BASELINES = {
     "LiteLLM proxy (issue 3)": {"p50": "16-19 ms", "thr": "4%"},
     "minimal aiohttp pass-through (issue 3)": {"p50": "0.65 ms", "thr": "46%"},
 }
+BENCH_KEY = "sk-bench-local-only"  # LiteLLM refuses to start without a master key
 TARGETS = {"p50": 0.5, "p99": 2.0, "ttfb": 1.0, "thr": 60.0}
 
 
@@ -68,9 +69,13 @@ def openhands_like_body(size: int = 32 * 1024, stream: bool = False) -> bytes:
     return orjson.dumps(body)
 
 
-def start_process(cmd: list[str], prefix: str, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[subprocess.Popen[str], str]:
+def start_process(
+    cmd: list[str], prefix: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> tuple[subprocess.Popen[str], str]:
     """Start ``cmd``; return it and the URL from its first stdout line starting with ``prefix``."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     while time.monotonic() < deadline:
@@ -122,9 +127,15 @@ class Sample:
     count: int = 0
 
 
-async def one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bool, s: Sample) -> None:
+async def one(
+    session: aiohttp.ClientSession, url: str, body: bytes, stream: bool, s: Sample
+) -> None:
     t0 = time.perf_counter()
-    async with session.post(url, data=body, headers={"Content-Type": "application/json", "Authorization": "Bearer k"}) as r:
+    async with session.post(
+        url,
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {BENCH_KEY}"},
+    ) as r:
         if stream:
             first = True
             async for _ in r.content.iter_any():
@@ -138,7 +149,9 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, stream: boo
     s.latency.append((time.perf_counter() - t0) * 1000)
 
 
-async def sequential(session, urls: dict[str, str], body: bytes, stream: bool, n: int) -> dict[str, Sample]:
+async def sequential(
+    session, urls: dict[str, str], body: bytes, stream: bool, n: int
+) -> dict[str, Sample]:
     out = {name: Sample() for name in urls}
     for _ in range(n):
         for name, url in urls.items():  # interleaved, one request each
@@ -173,7 +186,9 @@ async def run(urls: dict[str, str], quick: bool, rounds: int) -> dict[str, dict[
     bodies = {"json": openhands_like_body(), "stream": openhands_like_body(stream=True)}
     conn = aiohttp.TCPConnector(limit=0)
     results: dict[str, dict[str, float]] = {name: {} for name in urls}
-    async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(
+        connector=conn, timeout=aiohttp.ClientTimeout(total=120)
+    ) as session:
         for kind in ("json", "stream"):  # warm-up: connections, caches, import paths
             await sequential(session, urls, bodies[kind], kind == "stream", 10)
         for kind in ("json", "stream"):
@@ -187,7 +202,9 @@ async def run(urls: dict[str, str], quick: bool, rounds: int) -> dict[str, dict[
             thr: dict[str, list[float]] = {name: [] for name in urls}
             for _ in range(rounds):  # interleaved rounds of the whole batch
                 for name, url in urls.items():
-                    s = await concurrent(session, url, bodies[kind], kind == "stream", n64[kind], 64)
+                    s = await concurrent(
+                        session, url, bodies[kind], kind == "stream", n64[kind], 64
+                    )
                     thr[name].append(s.count / s.wall)
                     results[name][f"{kind}_errors"] += s.errors
             for name in urls:
@@ -199,16 +216,27 @@ def litellm_config(upstream: str, path: Path) -> Path:
     path.write_text(
         "model_list:\n  - model_name: stub\n    litellm_params:\n"
         f"      model: openai/stub\n      api_base: {upstream}/v1\n      api_key: k\n"
-        "general_settings:\n  disable_spend_logs: true\nlitellm_settings:\n  telemetry: false\n"
+        f"general_settings:\n  master_key: {BENCH_KEY}\n  disable_spend_logs: true\n"
+        "litellm_settings:\n  telemetry: false\n"
     )
     return path
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved throughput rounds per target")
-    ap.add_argument("--litellm", help="path to a `litellm` executable (pip install 'litellm[proxy]' in its own venv)")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="interleaved throughput rounds per target"
+    )
+    ap.add_argument(
+        "--no-passthrough", action="store_true", help="skip the minimal pass-through reference"
+    )
+    ap.add_argument(
+        "--litellm",
+        help="path to a `litellm` executable (pip install 'litellm[proxy]' in its own venv)",
+    )
     args = ap.parse_args()
 
     try:
@@ -221,7 +249,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="contagent-bench-"))
     procs: list[subprocess.Popen[str]] = []
     try:
-        stub, stub_url = start_process([sys.executable, "-m", "contagent.testing.llm_stub"], "listening on ")
+        stub, stub_url = start_process(
+            [sys.executable, "-m", "contagent.testing.llm_stub"], "listening on "
+        )
         procs.append(stub)
         proxy, proxy_url = start_process(
             [sys.executable, "-c", "from contagent.cli import main; main()", "proxy",
@@ -229,7 +259,18 @@ def main() -> None:
             "listening on ",
         )  # fmt: skip
         procs.append(proxy)
-        urls = {"direct": f"{stub_url}/v1/chat/completions", "contagent": f"{proxy_url}/r/bench/v1/chat/completions"}
+        urls = {
+            "direct": f"{stub_url}/v1/chat/completions",
+            "contagent": f"{proxy_url}/r/bench/v1/chat/completions",
+        }
+        if not args.no_passthrough:
+            here = Path(__file__).resolve().parent
+            pt, pt_url = start_process(
+                [sys.executable, str(here / "passthrough.py"), stub_url, str(tmp / "pt.jsonl")],
+                "listening on ",
+            )
+            procs.append(pt)
+            urls["passthrough"] = f"{pt_url}/r/bench/v1/chat/completions"
         litellm_note = "not measured (pass --litellm PATH)"
         if args.litellm:
             exe = shutil.which(args.litellm) or args.litellm
@@ -237,7 +278,7 @@ def main() -> None:
             cfg = litellm_config(stub_url, tmp / "litellm.yaml")
             env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
             try:
-                lp = subprocess.Popen([exe, "--config", str(cfg), "--port", str(port), "--num_workers", "1"],
+                lp = subprocess.Popen([exe, "--config", str(cfg), "--port", str(port), "--num_workers", "1", "--host", "127.0.0.1"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
                 procs.append(lp)
                 _wait_http(f"http://127.0.0.1:{port}/health/liveliness", 180)
@@ -293,17 +334,27 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
     print("-" * len(head))
     for name in [n for n in results if n != "direct"]:
         r = results[name]
-        label = {"contagent": "contagent proxy", "litellm": "LiteLLM proxy (this run)"}[name]
+        label = {
+            "contagent": "contagent proxy",
+            "litellm": "LiteLLM proxy (this run)",
+            "passthrough": "minimal pass-through (this run)",
+        }[name]
         for kind in ("json", "stream"):
             add50 = r[f"{kind}_p50"] - d[f"{kind}_p50"]
             add99 = r[f"{kind}_p99"] - d[f"{kind}_p99"]
             ttfb = f"{r['ttfb_p50'] - d['ttfb_p50']:.2f} ms" if kind == "stream" else ""
             thr = f"{100 * r['json_rps64'] / d['json_rps64']:.0f}%" if kind == "json" else ""
-            thr_s = f"{100 * r['stream_rps64'] / d['stream_rps64']:.0f}%" if kind == "stream" else ""
-            print(f"{label + f' [{kind}]':42}{add50:>8.2f} ms{add99:>8.2f} ms{ttfb:>11}{thr:>13}{thr_s:>15}")
+            thr_s = (
+                f"{100 * r['stream_rps64'] / d['stream_rps64']:.0f}%" if kind == "stream" else ""
+            )
+            print(
+                f"{label + f' [{kind}]':42}{add50:>8.2f} ms{add99:>8.2f} ms{ttfb:>11}{thr:>13}{thr_s:>15}"
+            )
     for name, b in BASELINES.items():
         print(f"{name:42}{b['p50']:>11}{'':>11}{'':>11}{b['thr']:>13}")
-    print(f"{'targets':42}{'<= 0.5 ms':>11}{'<= 2 ms':>11}{'<= 1 ms':>11}{'>= 60%':>13}{'>= 60%':>15}")
+    print(
+        f"{'targets':42}{'<= 0.5 ms':>11}{'<= 2 ms':>11}{'<= 1 ms':>11}{'>= 60%':>13}{'>= 60%':>15}"
+    )
     print(f"\nLiteLLM: {litellm_note}")
     print("\nabsolute figures (ms; requests/s at concurrency 64):")
     for name, r in results.items():
