@@ -405,3 +405,34 @@ def select(views: list[View]) -> tuple[dict[int, Decision], list[str]]:
                 else:
                     decisions[v.index] = Decision(v.index, False, reason="unconsumed")
     return decisions, problems
+
+
+# ---------------------------------------------------------------------------
+# Rollout level (rule 7) and the fields a row copies from result.json
+# ---------------------------------------------------------------------------
+
+#: result.json fields a results row carries over unchanged.
+RESULT_FIELDS = (
+    "experiment",
+    "status",
+    "passed",
+    "reward",
+    "stop_condition",
+    "started",
+    "ended",
+    "duration_s",
+)
+
+_CUT_STOPS = frozenset({"max_iterations", "timeout"})
+
+
+def rollout_truncation(
+    result: dict[str, Any], cut_last_step: int | None
+) -> tuple[bool, str | None]:
+    """Rule 7: the iteration limit, a timeout, or a cut last step truncate the rollout."""
+    stop = result.get("stop_condition")
+    if stop in _CUT_STOPS or result.get("status") == "timeout":
+        return True, f"rollout stopped by {stop or 'timeout'}"
+    if cut_last_step is not None:
+        return True, f"last step {cut_last_step} was cut"
+    return False, None

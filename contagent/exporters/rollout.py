@@ -162,7 +162,9 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
                     f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
                     "which is not among the request tools"
                 )
-    truncated, truncation_reason = _truncation(result, steps)
+    truncated, truncation_reason = rules.rollout_truncation(
+        result, steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None
+    )
     if not steps:
         problems.append("no completed exchange to train on")
     if truncated:
@@ -171,15 +173,8 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     row = {
         "schema_version": 1,
         "rollout_id": result.get("rollout_id") or paths.rollout_id,
-        "experiment": result.get("experiment"),
         "model": result.get("model") or _model(raw),
-        "status": result.get("status"),
-        "passed": result.get("passed"),
-        "reward": result.get("reward"),
-        "stop_condition": result.get("stop_condition"),
-        "started": result.get("started"),
-        "ended": result.get("ended"),
-        "duration_s": result.get("duration_s"),
+        **{name: result.get(name) for name in rules.RESULT_FIELDS},
         "training_ready": not problems,
         "training_ready_reason": "; ".join(problems) if problems else None,
         "truncated": truncated,
@@ -226,12 +221,3 @@ def _model(raw: RawRollout) -> str | None:
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             return body["model"]
     return None
-
-
-def _truncation(result: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[bool, str | None]:
-    stop = result.get("stop_condition")
-    if stop in ("max_iterations", "timeout") or result.get("status") == "timeout":
-        return True, f"rollout stopped by {stop or 'timeout'}"
-    if steps and steps[-1]["truncated"]:
-        return True, f"last step {steps[-1]['exchange_index']} was cut"
-    return False, None
