@@ -210,3 +210,42 @@ def test_parquet_mutations_are_caught(samples: Path, tmp_path: Path) -> None:
     assert any("wrong tools" in v.reason for v in validate(out / "results.jsonl").violations)
     write(rows)
     assert validate(out / "results.jsonl").ok
+
+
+MESSAGE = st.one_of(
+    st.builds(lambda i: assistant(None, call(f"c{i}", "terminal", command="x")), st.integers(0, 3)),
+    st.builds(lambda t: assistant(t), st.sampled_from(["a", "b"])),
+    st.builds(
+        lambda i, t: {"role": "tool", "tool_call_id": f"c{i}", "content": t},
+        st.integers(0, 3),
+        st.sampled_from(["o", "p"]),
+    ),
+    st.builds(lambda t: {"role": "user", "content": t}, st.sampled_from(["u", "v"])),
+    st.just({"role": "user", "content": "x", "tool_calls": [{"id": "bad"}]}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(MESSAGE, max_size=4), st.booleans()), max_size=6))
+def test_incremental_scan_equals_scan_from_scratch(growth: list) -> None:
+    """The exporter's incremental scan gives exactly what a scan from scratch gives."""
+    from contagent import rules
+
+    history: list[dict] = [{"role": "system", "content": "s"}]
+    prev = None
+    for added, rewrite in growth:
+        history = ([history[0]] if rewrite else history) + added
+        messages = orjson.loads(orjson.dumps(history))  # fresh objects, as parsed from the log
+        inc = rules.scan_request(messages, prev)
+        full = rules.scan_request(messages, None)
+        assert (inc.repaired, inc.repairs, inc.ids, inc.texts, inc.pending, inc.problems) == (
+            full.repaired,
+            full.repairs,
+            full.ids,
+            full.texts,
+            full.pending,
+            full.problems,
+        )
+        assert list(full.problems) == rules.tool_protocol_problems(full.repaired)
+        assert (set(full.ids), set(full.texts)) == rules.history_keys(full.repaired)
+        prev = inc

@@ -25,11 +25,12 @@ class RolloutExport:
     branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], list[dict[str, Any]]]:
-    """Classify each exchange (rule 1), repair each request (rule 4)."""
+def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
+    """Classify each exchange (rule 1), repair and scan each request (rules 2, 4)."""
     views: list[rules.View] = []
-    repaired: dict[int, list[Any]] = {}
+    scans: dict[int, rules.Scan] = {}
     repairs: dict[Any, dict[str, Any]] = {}
+    prev: rules.Scan | None = None
     for index in raw.indices:
         req = raw.requests.get(index)
         out = raw.outcomes.get(index)
@@ -40,12 +41,10 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], lis
         messages = body.get("messages") if isinstance(body, dict) else None
         history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         if isinstance(messages, list):
-            fixed, found = rules.merge_tool_fragments(messages)
-            repaired[index] = fixed
-            for rep in found:
+            scan = prev = scans[index] = rules.scan_request(messages, prev)
+            for rep in scan.repairs:
                 repairs.setdefault(rep["tool_call_id"], {**rep, "first_exchange_index": index})
-            ids, texts = rules.history_keys(fixed)
-            history = (frozenset(ids), frozenset(texts))
+            history = (scan.ids, scan.texts)
         if out is None:
             views.append(rules.View(index, "no_outcome", body, None, history))
             continue
@@ -61,7 +60,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], lis
                 if message is None:
                     status = "incomplete"
         views.append(rules.View(index, status, body, message, history))
-    return views, repaired, list(repairs.values())
+    return views, scans, list(repairs.values())
 
 
 def _usage(raw: RawRollout, index: int) -> dict[str, int] | None:
@@ -77,7 +76,7 @@ def _usage(raw: RawRollout, index: int) -> dict[str, int] | None:
 def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
     raw = read_exchanges(paths.exchanges)
     result = read_result(paths.result) or {}
-    views, repaired, repairs = _views(raw)
+    views, scans, repairs = _views(raw)
     decisions, problems = rules.select(views)
     problems = list(raw.problems) + problems
     by_index = {v.index: v for v in views}
@@ -111,7 +110,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
             )
             continue
         tokens.selected.add(usage)
-        request = repaired[index]
+        request = scans[index].repaired
         assert view.message is not None  # selected steps always have a message
         response = rules.apply_reasoning_policy(view.message, drop_reasoning)
         parent = None
@@ -129,7 +128,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         body = view.body if isinstance(view.body, dict) else {}
         tool_lists.append(body.get("tools"))
         branch_lists.setdefault(branch, []).append(body.get("tools"))
-        for problem in rules.tool_protocol_problems(request):
+        for problem in scans[index].problems:
             if problem not in protocol_seen:
                 protocol_seen.add(problem)
                 problems.append(f"request {index}: {problem}")
