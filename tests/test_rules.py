@@ -212,3 +212,27 @@ def test_rule9_reasoning_kept_or_dropped_never_duplicated() -> None:
     assert rules.apply_reasoning_policy(both, drop=False)["reasoning_content"] == "server"
     assert "reasoning_content" not in rules.apply_reasoning_policy(both, drop=True)
     assert not rules.has_think_conflict(rules.apply_reasoning_policy(both, drop=False))
+
+
+def test_rule5_exporter_refuses_to_write_a_row_that_loses_an_exchange(
+    samples: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import pytest
+
+    from contagent.errors import ContagentError
+    from contagent.exporters.export import export
+
+    real = rules.select
+
+    def lossy(views):  # a selection bug: one exchange vanishes
+        decisions, problems = real(views)
+        decisions.pop(max(decisions))
+        return decisions, problems
+
+    monkeypatch.setattr(rules, "select", lossy)
+    with pytest.raises(
+        ContagentError, match="refusing to write an export that loses exchanges"
+    ) as err:
+        export([samples / "clean_pass"], tmp_path / "out")
+    assert err.value.exit_code == 3
+    assert not (tmp_path / "out" / "results.jsonl").exists()

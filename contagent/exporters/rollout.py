@@ -91,7 +91,9 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     protocol_seen: set[str] = set()
     next_branch = 0
     for index in raw.indices:
-        decision = decisions[index]
+        decision = decisions.get(index)
+        if decision is None:
+            continue  # cannot happen with rules.select; the accounting check below fails closed
         view = by_index[index]
         usage = _usage(raw, index)
         tokens.billed.add(usage)
