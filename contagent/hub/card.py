@@ -24,11 +24,9 @@ TASK_CATEGORIES = ["text-generation"]
 
 
 def card_data(
-    schema: pa.Schema, *, num_rows: int, num_bytes: int, download_size: int
+    schema: pa.Schema, *, num_rows: int, num_bytes: int, download_size: int, data_files: str
 ) -> DatasetCardData:
-    """The card's YAML metadata: default config with a ``train`` split over ``data/train-*``."""
-    from contagent.hub.dataset_folder import SHARD_GLOB
-
+    """The card's YAML metadata: default config with a ``train`` split over ``data_files``."""
     splits = SplitDict()
     splits.add(SplitInfo(name="train", num_bytes=num_bytes, num_examples=num_rows))
     info = DatasetInfo(
@@ -45,7 +43,7 @@ def card_data(
     )
     DatasetInfosDict({"default": info}).to_dataset_card_data(data)
     MetadataConfigs(
-        {"default": {"data_files": [{"split": "train", "path": SHARD_GLOB}]}}
+        {"default": {"data_files": [{"split": "train", "path": data_files}]}}
     ).to_dataset_card_data(data)
     return data
 
@@ -58,9 +56,16 @@ def render_card(
     num_shards: int,
     num_bytes: int,
     download_size: int,
+    data_files: str,
 ) -> str:
     """The whole ``README.md``: front matter and body."""
-    data = card_data(schema, num_rows=num_rows, num_bytes=num_bytes, download_size=download_size)
+    data = card_data(
+        schema,
+        num_rows=num_rows,
+        num_bytes=num_bytes,
+        download_size=download_size,
+        data_files=data_files,
+    )
     body = _body(summary, schema, num_rows=num_rows, num_shards=num_shards)
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
 

@@ -118,6 +118,41 @@ def _parquet_metadata(path: Path) -> pq.FileMetaData:
         raise ContagentError(f"{path}: not a readable Parquet file ({exc})") from exc
 
 
+@dataclass(frozen=True)
+class _KeyPlan:
+    """The field names of one struct level, and which fields nest further structs."""
+
+    names: frozenset[str]
+    lists: tuple[tuple[str, _KeyPlan], ...]
+    structs: tuple[tuple[str, _KeyPlan], ...]
+
+    @classmethod
+    def of(cls, fields: pa.Schema | pa.StructType) -> _KeyPlan:
+        lists, structs = [], []
+        for field in fields:
+            kind = field.type
+            if pa.types.is_list(kind) and pa.types.is_struct(kind.value_type):
+                lists.append((field.name, cls.of(kind.value_type)))
+            elif pa.types.is_struct(kind):
+                structs.append((field.name, cls.of(kind)))
+        return cls(frozenset(f.name for f in fields), tuple(lists), tuple(structs))
+
+    def check(self, value: object, where: str) -> None:
+        """Refuse keys the schema has no column or field for: Arrow would drop them silently."""
+        if not isinstance(value, dict):
+            return
+        if not self.names.issuperset(value):
+            unknown = ", ".join(str(k) for k in value if k not in self.names)
+            raise ContagentError(f"{where} has fields the dataset schema lacks: {unknown}")
+        for name, plan in self.lists:
+            items = value.get(name)
+            if isinstance(items, list):
+                for item in items:
+                    plan.check(item, f"{where}.{name}[]")
+        for name, plan in self.structs:
+            plan.check(value.get(name), f"{where}.{name}")
+
+
 class ShardWriter:
     """Write rows as Hub-named Parquet shards of at most ``max_rows_per_shard`` rows.
 
@@ -142,6 +177,7 @@ class ShardWriter:
         self.max_rows_per_shard = max_rows_per_shard
         self.rows_written = 0
         self.paths: list[Path] = []
+        self._keys = _KeyPlan.of(schema)
         self._staging = self.folder / f".{DATA_DIR}-staging-{secrets.token_hex(4)}"
         self._staged: list[Path] = []
         self._writer: pq.ParquetWriter | None = None
@@ -180,6 +216,8 @@ class ShardWriter:
         """Append rows given as dicts with the schema's columns."""
         if not rows:
             return
+        for row in rows:
+            self._keys.check(row, "row")
         try:
             batch = pa.RecordBatch.from_pylist(rows, schema=self.schema)
         except (pa.ArrowException, TypeError, ValueError, KeyError) as exc:
@@ -284,6 +322,7 @@ def write_dataset_card(
     Call it after the shards are closed and ``summary`` is final: row counts come
     from the shards themselves and must agree with ``summary.branches_written``.
     """
+    # `datasets` is a heavy import; the exporter's shard writing does not need it.
     from contagent.hub.card import render_card
 
     folder = Path(folder)
@@ -304,6 +343,7 @@ def write_dataset_card(
             m.row_group(g).total_byte_size for m in metas for g in range(m.num_row_groups)
         ),
         download_size=sum(p.stat().st_size for p in shards),
+        data_files=SHARD_GLOB,
     )
     card = folder / CARD_NAME
     tmp = folder / f".{CARD_NAME}.{secrets.token_hex(4)}.tmp"

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# The helpers beside these tests import as top-level modules under any import mode.
+sys.path.insert(0, str(Path(__file__).parent))
+
 from fake_hub import FakeHub
 
 

@@ -121,6 +121,20 @@ def test_bad_rows_are_one_line_errors(tmp_path: Path) -> None:
             writer.write([bad])
         with pytest.raises(ContagentError, match="may not hold nulls"):
             writer.write([sample_row(1) | {"rollout_id": None}])
+        with pytest.raises(
+            ContagentError, match=r"row.messages\[\] has fields the dataset schema lacks: reasoning"
+        ):
+            row = sample_row(2)
+            row["messages"][2]["reasoning"] = row["messages"][2].pop("reasoning_content")
+            writer.write([row])
+        with pytest.raises(
+            ContagentError, match=r"row.messages\[\].tool_calls\[\].function has fields .*: args"
+        ):
+            row = sample_row(3)
+            row["messages"][2]["tool_calls"][0]["function"]["args"] = "{}"
+            writer.write([row])
+        with pytest.raises(ContagentError, match="fields the dataset schema lacks: extra"):
+            writer.write([sample_row(4) | {"extra": 1}])
         other = pa.RecordBatch.from_pylist([{"x": 1}])
         with pytest.raises(ContagentError, match="schema differs"):
             writer.write_batch(other)
