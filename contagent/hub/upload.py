@@ -139,7 +139,8 @@ def upload_dataset_folder(
 ) -> UploadResult:
     """Create the dataset repo if needed and commit the folder's card and shards to it.
 
-    ``endpoint`` defaults to ``HF_ENDPOINT`` or the public Hub. Raises
+    ``endpoint`` defaults to ``HF_ENDPOINT`` or the public Hub (for a private Hub, set
+    ``HF_ENDPOINT``: ``huggingface_hub`` trusts only that host's URLs). Raises
     :class:`ContagentError` for a bad folder, a missing or rejected token, a refused
     repo, or a private upload into an existing public repo, all before data moves.
     """

@@ -25,8 +25,13 @@ def hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def fake_hub(hub_env: None) -> Iterator[FakeHub]:
+def fake_hub(hub_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """The stand-in Hub, configured as if HF_ENDPOINT pointed at it (as the CLI tests do)."""
+    from huggingface_hub import constants
+
     hub = FakeHub().start()
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    monkeypatch.setattr(constants, "HF_URL_HOSTS", constants.HF_URL_HOSTS | {"127.0.0.1"})
     try:
         yield hub
     finally:

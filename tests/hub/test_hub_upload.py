@@ -199,3 +199,23 @@ def test_bad_repo_id_and_unreachable_hub(tmp_path: Path, hub_env: None) -> None:
         ContagentError, match=r"cannot reach the Hugging Face Hub at http://127.0.0.1:9"
     ):
         upload_dataset_folder(tmp_path, REPO, token="hf_write", endpoint="http://127.0.0.1:9")
+
+
+def test_existing_repo_without_write_access_is_refused_before_lfs(
+    tmp_path: Path, fake_hub: FakeHub
+) -> None:
+    from fake_hub import Repo
+
+    fake_hub.repos["other/data"] = Repo("other/data", private=False)
+    build_folder(tmp_path, n_rows=2, shard_rows=5)
+    with pytest.raises(ContagentError, match="already exists and is public"):
+        upload_dataset_folder(tmp_path, "other/data", token="hf_write", endpoint=fake_hub.url)
+    with pytest.raises(
+        ContagentError,
+        match=r"refused the commit to other/data: HTTP 403 \(the token may not write",
+    ):
+        upload_dataset_folder(
+            tmp_path, "other/data", private=False, token="hf_write", endpoint=fake_hub.url
+        )
+    assert fake_hub.commits == [] and fake_hub.lfs_puts == []
+    assert fake_hub.files("other/data") == {}
