@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -12,6 +12,10 @@ from rich.table import Table
 from contagent.cli._common import run_guarded
 
 out = Console()
+
+
+if TYPE_CHECKING:
+    from contagent.hub.upload import UploadResult
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +45,10 @@ def upload(
             folder, repo_id, private=private, revision=revision, message=message
         )
     )
+    print_upload(result)
+
+
+def print_upload(result: UploadResult) -> None:
     table = Table(show_header=False, box=None)
     table.add_row("repo", f"{result.repo_url} ({'private' if result.private else 'public'})")
     table.add_row("branch", result.revision)
