@@ -73,7 +73,7 @@ def parse_exchanges(path: Path, data: bytes) -> RawRollout:
         last = data.count(b"\n") + 1
         raise ContagentError(f"{path}:{last}: truncated last line (no newline at end of file)")
     for lineno, line in enumerate(_lines(data), start=1):
-        if not line or line[0] in _BLANK and not bytes(line).strip():
+        if not line or (line[0] in _BLANK and not bytes(line).strip()):
             continue
         try:
             rec = orjson.loads(line)
