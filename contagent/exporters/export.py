@@ -13,13 +13,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+import pyarrow as pa
 
 from contagent import __version__
 from contagent.errors import ContagentError
 from contagent.exporters.prime_sft import branch_records
 from contagent.exporters.rollout import build_row
 from contagent.exporters.summary import ExportSummary
-from contagent.hub.dataset_folder import ShardWriter, export_folder, write_dataset_card
+from contagent.hub.dataset_folder import (
+    ShardWriter,
+    export_folder,
+    rows_to_batch,
+    write_dataset_card,
+)
 from contagent.layout import RolloutPaths, find_rollouts
 
 log = logging.getLogger(__name__)
@@ -40,7 +46,7 @@ class ExportOptions:
 class _Done:
     row_json: bytes
     row: dict[str, Any]  # without steps (kept small across processes)
-    records: list[dict[str, Any]]
+    batch: pa.RecordBatch | None  # the rollout's Prime-SFT rows, converted in the worker
     raw_bytes: int
     exchanges: int
 
@@ -77,9 +83,10 @@ def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
     done = build_row(paths, drop_reasoning=options.drop_reasoning)
     row = done.row
     records = branch_records(row, done.branch_tools) if _wants_parquet(row, options) else []
+    batch = rows_to_batch(records) if records else None
     head = {k: v for k, v in row.items() if k not in ("steps", "tools")}
     head["steps_count"] = len(row["steps"])
-    return _Done(orjson.dumps(row) + b"\n", head, records, done.raw_bytes, done.exchanges)
+    return _Done(orjson.dumps(row) + b"\n", head, batch, done.raw_bytes, done.exchanges)
 
 
 def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_Done]:
@@ -87,6 +94,10 @@ def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_
     if options.jobs <= 1 or len(work) <= 1:
         yield from map(_export_one, work)
         return
+    if options.format == "prime-sft":
+        # pyarrow imports pandas lazily on its first conversion (~0.5 s); pay it once
+        # here rather than once in every forked worker.
+        rows_to_batch([])
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ctx.Pool(min(options.jobs, len(work))) as pool:
         yield from pool.imap(_export_one, work, chunksize=1)
@@ -139,9 +150,9 @@ def export(
                 _tally(summary, done)
                 models.update([row["model"]] if row["model"] else [])
                 experiments.update([row["experiment"]] if row["experiment"] else [])
-                if writer is not None and done.records:
-                    writer.write(done.records)
-                    summary.branches_written += len(done.records)
+                if writer is not None and done.batch is not None:
+                    writer.write_batch(done.batch)
+                    summary.branches_written += done.batch.num_rows
                     summary.rollouts_written += 1
                 if progress:
                     progress(n, len(rollouts))

@@ -15,6 +15,7 @@ so ``datasets.load_dataset(folder)`` and ``load_dataset("ORG/NAME")`` read the s
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -153,6 +154,28 @@ class _KeyPlan:
             plan.check(value.get(name), f"{where}.{name}")
 
 
+def rows_to_batch(rows: list[dict], schema: pa.Schema = PRIME_SFT_SCHEMA) -> pa.RecordBatch:
+    """Convert rows to a record batch, refusing any key the schema would silently drop.
+
+    The exporter's worker processes call this so that only compact Arrow data
+    crosses to the process that writes the shards.
+    """
+    keys = _key_plan(schema)
+    if not rows:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    for row in rows:
+        keys.check(row, "row")
+    try:
+        return pa.RecordBatch.from_pylist(rows, schema=schema)
+    except (pa.ArrowException, TypeError, ValueError, KeyError) as exc:
+        raise ContagentError(f"row does not fit the dataset schema: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=8)
+def _key_plan(schema: pa.Schema) -> _KeyPlan:
+    return _KeyPlan.of(schema)
+
+
 class ShardWriter:
     """Write rows as Hub-named Parquet shards of at most ``max_rows_per_shard`` rows.
 
@@ -177,7 +200,6 @@ class ShardWriter:
         self.max_rows_per_shard = max_rows_per_shard
         self.rows_written = 0
         self.paths: list[Path] = []
-        self._keys = _KeyPlan.of(schema)
         self._staging = self.folder / f".{DATA_DIR}-staging-{secrets.token_hex(4)}"
         self._staged: list[Path] = []
         self._writer: pq.ParquetWriter | None = None
@@ -214,15 +236,8 @@ class ShardWriter:
 
     def write(self, rows: list[dict]) -> None:
         """Append rows given as dicts with the schema's columns."""
-        if not rows:
-            return
-        for row in rows:
-            self._keys.check(row, "row")
-        try:
-            batch = pa.RecordBatch.from_pylist(rows, schema=self.schema)
-        except (pa.ArrowException, TypeError, ValueError, KeyError) as exc:
-            raise ContagentError(f"row does not fit the dataset schema: {exc}") from exc
-        self.write_batch(batch)
+        if rows:
+            self.write_batch(rows_to_batch(rows, self.schema))
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append a record batch that has exactly the writer's schema."""
