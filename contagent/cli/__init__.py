@@ -20,9 +20,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from contagent.cli import export_cmd, run_cmd
+    from contagent.cli import export_cmd, proxy_cmd, run_cmd
 
     export_cmd.register(app)
+    proxy_cmd.register(app)
     run_cmd.register(app)
 
 

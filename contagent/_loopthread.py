@@ -1,0 +1,46 @@
+"""Run an asyncio server in a background thread, for synchronous callers (runner, tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed (it cuts the proxy's overhead), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class LoopThread:
+    """A daemon thread running one event loop until :meth:`close`."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60.0) -> T:
+        """Run ``coro`` on the loop and wait for its result (its exception is re-raised here)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def call_soon(self, fn: Callable[[], Awaitable[Any] | None]) -> None:
+        self.loop.call_soon_threadsafe(fn)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)

@@ -1,0 +1,18 @@
+"""Stage 2, Record: the recording proxy that writes the raw exchange log.
+
+Library API (the runner's)::
+
+    from contagent.proxy import start_proxy_in_thread
+
+    with start_proxy_in_thread("http://127.0.0.1:8000", Path("records")) as proxy:
+        base_url = proxy.rollout_base_url("rollout-1")   # give this to the agent
+        ...
+
+Async code can use :class:`RecordingProxy` directly (``await start()`` /
+``await stop()``); ``contagent proxy`` runs :func:`run_proxy`.
+"""
+
+from contagent.proxy.runtime import ProxyRunSummary, RunningProxy, run_proxy, start_proxy_in_thread
+from contagent.proxy.server import RecordingProxy
+
+__all__ = ["ProxyRunSummary", "RecordingProxy", "RunningProxy", "run_proxy", "start_proxy_in_thread"]

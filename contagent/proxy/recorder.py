@@ -1,0 +1,217 @@
+"""Append-only writer of the raw exchange log, one file per rollout.
+
+Every record is one ``os.write`` of one complete line on a file opened with
+``O_APPEND``, made from the event-loop thread, so lines from concurrent
+requests can never interleave and a killed process leaves whole lines only.
+Index assignment and the request record happen in the same synchronous step,
+so indices follow arrival order and the file never shows index ``n+1``
+before ``n``.
+
+Records are built as plain dicts (the hot path skips pydantic) with exactly
+the fields of :class:`contagent.records.RequestRecord` and
+:class:`~contagent.records.OutcomeRecord`; a test validates them against the
+models.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from contagent.errors import ContagentError
+from contagent.layout import RolloutPaths
+from contagent.records import SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
+class RecordError(ContagentError):
+    """The log could not be written; the exchange must not go upstream unrecorded."""
+
+
+def dump_line(record: dict[str, Any]) -> bytes:
+    """One JSONL line. Non-JSON values (never expected) are stringified, not fatal."""
+    return orjson.dumps(record, default=str, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def scan_log(path: Path) -> tuple[int, bool]:
+    """Next free index of an existing log and whether its last line is torn.
+
+    The next index is one past the highest request index found (a dense log
+    has ``count == max + 1``; the larger is taken so an index is never reused).
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0, False
+    torn = bool(data) and not data.endswith(b"\n")
+    next_index = 0
+    count = 0
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and rec.get("type") == "request":
+            count += 1
+            idx = rec.get("index")
+            if isinstance(idx, int) and idx + 1 > next_index:
+                next_index = idx + 1
+    return max(next_index, count), torn
+
+
+class Recorder:
+    """Per-rollout append-only logs under ``record_dir`` with dense indices.
+
+    ``max_open_files`` bounds the file descriptors held at once; a closed log
+    is simply reopened in append mode on its next record.
+    """
+
+    def __init__(self, record_dir: Path, *, max_open_files: int = 256) -> None:
+        self.record_dir = Path(record_dir)
+        self._max_open = max(1, max_open_files)
+        self._next: dict[str, int] = {}
+        self._paths: dict[str, Path] = {}
+        self._fds: OrderedDict[str, int] = OrderedDict()
+
+    def _path(self, rollout_id: str) -> Path:
+        path = self._paths.get(rollout_id)
+        if path is None:
+            path = RolloutPaths.for_rollout(self.record_dir, rollout_id).exchanges
+            self._paths[rollout_id] = path
+        return path
+
+    def _fd(self, rollout_id: str) -> int:
+        fd = self._fds.get(rollout_id)
+        if fd is not None:
+            self._fds.move_to_end(rollout_id)
+            return fd
+        path = self._path(rollout_id)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, _OPEN_FLAGS, 0o644)
+        except OSError as exc:
+            raise RecordError(f"cannot open {path}: {exc.strerror or exc}") from exc
+        self._fds[rollout_id] = fd
+        while len(self._fds) > self._max_open:
+            _, old = self._fds.popitem(last=False)
+            os.close(old)
+        return fd
+
+    def _first_use(self, rollout_id: str) -> int:
+        path = self._path(rollout_id)
+        next_index, torn = scan_log(path)
+        if torn:
+            log.warning("%s: last line is torn (a crash mid-write); starting a new line", path)
+            self._write(rollout_id, b"\n")
+        if next_index:
+            log.info("%s: continuing at index %d", path, next_index)
+        return next_index
+
+    def next_index(self, rollout_id: str) -> int:
+        """Reserve the next index of ``rollout_id`` (raises ContagentError for unsafe ids)."""
+        idx = self._next.get(rollout_id)
+        if idx is None:
+            idx = self._first_use(rollout_id)
+        self._next[rollout_id] = idx + 1
+        return idx
+
+    def _write(self, rollout_id: str, line: bytes) -> None:
+        fd = self._fd(rollout_id)
+        view = memoryview(line)
+        try:
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        except OSError as exc:
+            raise RecordError(f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}") from exc
+
+    def append(self, rollout_id: str, record: dict[str, Any]) -> None:
+        """Append one record as one line."""
+        self._write(rollout_id, dump_line(record))
+
+    def close(self) -> None:
+        while self._fds:
+            _, fd = self._fds.popitem()
+            os.close(fd)
+
+
+def request_record(
+    *,
+    index: int,
+    rollout_id: str,
+    time: float,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: Any,
+    body_text: str | None,
+    body_sha256: str,
+    body_bytes: int,
+    stream: bool,
+    upstream_changes: list[str],
+) -> dict[str, Any]:
+    """A :class:`~contagent.records.RequestRecord` as a plain dict (same fields, same order)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": index,
+        "rollout_id": rollout_id,
+        "type": "request",
+        "time": time,
+        "method": method,
+        "path": path,
+        "headers": headers,
+        "body": body,
+        "body_text": body_text,
+        "body_sha256": body_sha256,
+        "body_bytes": body_bytes,
+        "stream": stream,
+        "upstream_changes": upstream_changes,
+    }
+
+
+def outcome_record(
+    *,
+    index: int,
+    rollout_id: str,
+    outcome: str,
+    status: int | None,
+    client_status: int | None,
+    started: float,
+    first_byte: float | None,
+    ended: float,
+    response: Any = None,
+    response_text: str | None = None,
+    stream_events: list[str] | None = None,
+    usage: dict[str, Any] | None = None,
+    finish_reasons: list[str | None] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """An :class:`~contagent.records.OutcomeRecord` as a plain dict."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": index,
+        "rollout_id": rollout_id,
+        "type": "outcome",
+        "outcome": outcome,
+        "status": status,
+        "client_status": client_status,
+        "started": started,
+        "first_byte": first_byte,
+        "ended": ended,
+        "response": response,
+        "response_text": response_text,
+        "stream_events": stream_events,
+        "usage": usage,
+        "finish_reasons": finish_reasons if finish_reasons is not None else [],
+        "error": error,
+    }

@@ -1,0 +1,133 @@
+"""Ways to run the recording proxy: in a background thread, or in the foreground until a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from contagent._loopthread import LoopThread, new_event_loop
+from contagent.proxy.server import RecordingProxy
+
+
+class RunningProxy:
+    """Handle on a :class:`RecordingProxy` served from a background thread.
+
+    ``url`` and ``rollout_base_url(id)`` as on the proxy; ``stop()`` finishes the
+    records of in-flight requests and ends the thread. Usable as a context manager.
+    """
+
+    def __init__(self, proxy: RecordingProxy, thread: LoopThread) -> None:
+        self.proxy = proxy
+        self._thread = thread
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url
+
+    @property
+    def record_dir(self) -> Path:
+        return self.proxy.record_dir
+
+    def rollout_base_url(self, rollout_id: str) -> str:
+        return self.proxy.rollout_base_url(rollout_id)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._thread.call(self.proxy.stop(), timeout=None)
+        finally:
+            self._thread.close()
+
+    def __enter__(self) -> RunningProxy:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def start_proxy_in_thread(
+    upstream: str,
+    record_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    upstream_api_key: str | None = None,
+    upstream_timeout: float | None = None,
+    stop_grace: float = 30.0,
+) -> RunningProxy:
+    """Start a recording proxy on its own event loop thread; returns once it listens.
+
+    Raises :class:`~contagent.errors.ContagentError` when it cannot listen.
+    """
+    proxy = RecordingProxy(
+        upstream, record_dir, host=host, port=port, upstream_api_key=upstream_api_key,
+        upstream_timeout=upstream_timeout, stop_grace=stop_grace,
+    )  # fmt: skip
+    thread = LoopThread("contagent-proxy")
+    try:
+        thread.call(proxy.start())
+    except BaseException:
+        thread.close()
+        raise
+    return RunningProxy(proxy, thread)
+
+
+@dataclass(frozen=True)
+class ProxyRunSummary:
+    """What a foreground proxy did before it was stopped."""
+
+    url: str
+    record_dir: Path
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exchanges(self) -> int:
+        return sum(self.outcomes.values())
+
+
+def run_proxy(
+    upstream: str,
+    record_dir: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    upstream_api_key: str | None = None,
+    upstream_timeout: float | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> ProxyRunSummary:
+    """Serve in the foreground until SIGINT or SIGTERM, then stop cleanly.
+
+    ``on_ready(url)`` is called once the proxy listens.
+    """
+    proxy = RecordingProxy(
+        upstream, record_dir, host=host, port=port, upstream_api_key=upstream_api_key,
+        upstream_timeout=upstream_timeout,
+    )  # fmt: skip
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await proxy.start()
+        try:
+            if on_ready is not None:
+                on_ready(proxy.url)
+            await stop.wait()
+        finally:
+            await proxy.stop()
+
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return ProxyRunSummary(proxy.url, proxy.record_dir, dict(proxy.counts))

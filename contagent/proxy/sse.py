@@ -1,0 +1,255 @@
+"""Server-sent events: split a byte stream into events and rebuild the completion.
+
+Two pieces, both incremental so the proxy never holds a whole stream before
+passing it on:
+
+* :class:`SSEParser` turns arbitrarily chunked bytes into ``data`` payloads
+  (one string per event, multi-line data joined with ``\\n``), following the
+  WHATWG event-stream rules for line endings, comments and field names.
+* :class:`StreamAssembler` folds those payloads into what the non-streamed
+  endpoint would have returned: a ``chat.completion`` (content,
+  ``reasoning_content``, tool calls with their argument fragments joined by
+  index, finish reasons, usage), a legacy ``text_completion``, or for the
+  Responses API the ``response`` object of its terminal event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+_TERMINAL_RESPONSE_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+class SSEParser:
+    """Incremental event-stream parser; feed bytes, get complete ``data`` payloads."""
+
+    __slots__ = ("_buf", "_data")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Add ``chunk``; return the payloads of the events it completed."""
+        data = self._buf + chunk if self._buf else chunk
+        if b"\r" in data:
+            # A CR at the very end may be the first half of a CRLF: wait for the next chunk.
+            keep_cr = data.endswith(b"\r")
+            if keep_cr:
+                data = data[:-1]
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if keep_cr:
+                data += b"\r"
+        lines = data.split(b"\n")
+        self._buf = lines.pop()
+        out: list[str] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    out.append(b"\n".join(self._data).decode("utf-8", "replace"))
+                    self._data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+            elif line == b"data":
+                self._data.append(b"")
+            # comments (":...") and other fields (event, id, retry) carry nothing we keep
+        return out
+
+    @property
+    def at_boundary(self) -> bool:
+        """True when the bytes so far end exactly between two events."""
+        return not self._buf and not self._data
+
+    def close(self) -> tuple[list[str], bytes]:
+        """End of stream: ``(payloads of a final event left unterminated, partial line bytes)``.
+
+        The spec drops an event that never got its blank line; servers that
+        omit the last blank line still meant it, so its complete data lines
+        are returned. A partial last line is returned raw for the record.
+        """
+        tail = self._buf
+        if tail.endswith(b"\r"):
+            tail = tail[:-1]
+        out: list[str] = []
+        if self._data:
+            out.append(b"\n".join(self._data).decode("utf-8", "replace"))
+        self._buf = b""
+        self._data = []
+        return out, tail
+
+
+class StreamAssembler:
+    """Folds SSE payloads into one completion object, the way a client would."""
+
+    __slots__ = (
+        "_choices",
+        "_created",
+        "_id",
+        "_kind",
+        "_model",
+        "_response",
+        "_system_fingerprint",
+        "malformed",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self._id: Any = None
+        self._model: Any = None
+        self._created: Any = None
+        self._system_fingerprint: Any = None
+        self._kind: str | None = None
+        self._choices: dict[int, dict[str, Any]] = {}
+        self._response: dict[str, Any] | None = None
+        self.usage: dict[str, Any] | None = None
+        #: payloads that were neither JSON objects nor ``[DONE]``
+        self.malformed = 0
+
+    def feed(self, payload: str) -> None:
+        if payload == "[DONE]":
+            return
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            self.malformed += 1
+            return
+        if not isinstance(event, dict):
+            self.malformed += 1
+            return
+        etype = event.get("type")
+        if isinstance(etype, str) and etype.startswith("response."):
+            self._feed_responses(etype, event)
+            return
+        if self._id is None:
+            self._id = event.get("id")
+            self._model = event.get("model")
+            self._created = event.get("created")
+            obj = event.get("object")
+            self._kind = "text" if obj == "text_completion" else "chat"
+        if event.get("system_fingerprint") is not None:
+            self._system_fingerprint = event["system_fingerprint"]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        choices = event.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    self._feed_choice(choice)
+
+    def _feed_responses(self, etype: str, event: dict[str, Any]) -> None:
+        self._kind = "responses"
+        if etype in _TERMINAL_RESPONSE_EVENTS and isinstance(event.get("response"), dict):
+            self._response = event["response"]
+            usage = self._response.get("usage")
+            if isinstance(usage, dict):
+                self.usage = usage
+
+    def _feed_choice(self, choice: dict[str, Any]) -> None:
+        idx = choice.get("index", 0)
+        if not isinstance(idx, int):
+            idx = 0
+        acc = self._choices.get(idx)
+        if acc is None:
+            acc = self._choices[idx] = {
+                "role": None,
+                "content": [],
+                "reasoning": [],
+                "tools": {},
+                "finish_reason": None,
+                "text": [],
+                "seen_content": False,
+            }
+        if choice.get("finish_reason") is not None:
+            acc["finish_reason"] = choice["finish_reason"]
+        if "text" in choice and isinstance(choice["text"], str):
+            acc["text"].append(choice["text"])
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        if delta.get("role"):
+            acc["role"] = delta["role"]
+        content = delta.get("content")
+        if isinstance(content, str):
+            acc["content"].append(content)
+            acc["seen_content"] = True
+        for key in ("reasoning_content", "reasoning"):
+            part = delta.get(key)
+            if isinstance(part, str):
+                acc["reasoning"].append(part)
+                break
+        tool_calls = delta.get("tool_calls")
+        if isinstance(tool_calls, list):
+            for frag in tool_calls:
+                if isinstance(frag, dict):
+                    self._feed_tool_fragment(acc["tools"], frag)
+
+    @staticmethod
+    def _feed_tool_fragment(tools: dict[int, dict[str, Any]], frag: dict[str, Any]) -> None:
+        tidx = frag.get("index", len(tools))
+        if not isinstance(tidx, int):
+            tidx = len(tools)
+        tool = tools.get(tidx)
+        if tool is None:
+            tool = tools[tidx] = {"id": None, "type": "function", "name": [], "arguments": []}
+        if frag.get("id"):
+            tool["id"] = frag["id"]
+        if frag.get("type"):
+            tool["type"] = frag["type"]
+        fn = frag.get("function")
+        if isinstance(fn, dict):
+            if isinstance(fn.get("name"), str):
+                tool["name"].append(fn["name"])
+            if isinstance(fn.get("arguments"), str):
+                tool["arguments"].append(fn["arguments"])
+
+    @property
+    def finish_reasons(self) -> list[str | None]:
+        if self._kind == "responses":
+            return []
+        return [self._choices[i]["finish_reason"] for i in sorted(self._choices)]
+
+    def result(self) -> dict[str, Any] | None:
+        """The reassembled completion, or None when no usable event arrived."""
+        if self._kind == "responses":
+            return self._response
+        if self._kind is None:
+            return None
+        choices: list[dict[str, Any]] = []
+        for idx in sorted(self._choices):
+            acc = self._choices[idx]
+            if self._kind == "text":
+                choices.append(
+                    {"index": idx, "text": "".join(acc["text"]), "finish_reason": acc["finish_reason"]}
+                )
+                continue
+            message: dict[str, Any] = {
+                "role": acc["role"] or "assistant",
+                "content": "".join(acc["content"]) if acc["seen_content"] else None,
+            }
+            if acc["reasoning"]:
+                message["reasoning_content"] = "".join(acc["reasoning"])
+            if acc["tools"]:
+                message["tool_calls"] = [
+                    {
+                        "id": t["id"],
+                        "type": t["type"],
+                        "function": {"name": "".join(t["name"]), "arguments": "".join(t["arguments"])},
+                    }
+                    for _, t in sorted(acc["tools"].items())
+                ]
+            choices.append({"index": idx, "message": message, "finish_reason": acc["finish_reason"]})
+        out: dict[str, Any] = {
+            "id": self._id,
+            "object": "text_completion" if self._kind == "text" else "chat.completion",
+            "model": self._model,
+            "created": self._created,
+            "choices": choices,
+            "usage": self.usage,
+        }
+        if self._system_fingerprint is not None:
+            out["system_fingerprint"] = self._system_fingerprint
+        return out

@@ -1,0 +1,109 @@
+"""Fixtures: a scripted upstream and a recording proxy in front of it, both on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+import pytest
+
+from contagent.proxy import RunningProxy, start_proxy_in_thread
+from contagent.records import OutcomeRecord, RequestRecord
+from contagent.testing.llm_stub import RunningStub, Script, start_stub_in_thread
+
+CLIENT_KEY = "sk-client-SECRET-0123456789"
+UPSTREAM_KEY = "sk-upstream-SECRET-9876543210"
+
+
+@pytest.fixture
+def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
+    started: list[RunningStub] = []
+
+    def make(script: Script) -> RunningStub:
+        stub = start_stub_in_thread(script)
+        started.append(stub)
+        return stub
+
+    yield make
+    for stub in started:
+        stub.stop()
+
+
+@pytest.fixture
+def proxy_factory(tmp_path: Path) -> Iterator[Callable[..., RunningProxy]]:
+    started: list[RunningProxy] = []
+
+    def make(upstream: str, **kw: Any) -> RunningProxy:
+        kw.setdefault("upstream_api_key", UPSTREAM_KEY)
+        proxy = start_proxy_in_thread(upstream, kw.pop("record_dir", tmp_path / "records"), **kw)
+        started.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in started:
+        proxy.stop()
+
+
+def client(proxy: RunningProxy, rollout_id: str = "r1", **kw: Any) -> openai.OpenAI:
+    kw.setdefault("max_retries", 0)
+    kw.setdefault("timeout", 20)
+    return openai.OpenAI(base_url=proxy.rollout_base_url(rollout_id), api_key=CLIENT_KEY, **kw)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """Every line of a raw log, parsed and validated against the record models."""
+    data = path.read_bytes()
+    assert data.endswith(b"\n"), "log must end with a complete line"
+    out = []
+    for line in data.splitlines():
+        rec = orjson.loads(line)
+        model = RequestRecord if rec["type"] == "request" else OutcomeRecord
+        model.model_validate(rec)  # raises on any field the contract does not allow
+        out.append(rec)
+    return out
+
+
+def exchanges(record_dir: Path, rollout_id: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """(request, outcome) pairs by index; asserts dense indices and one outcome each at most."""
+    recs = read_log(record_dir / rollout_id / "exchanges.jsonl")
+    reqs = {r["index"]: r for r in recs if r["type"] == "request"}
+    outs: dict[int, dict[str, Any]] = {}
+    for r in recs:
+        if r["type"] == "outcome":
+            assert r["index"] not in outs, f"two outcomes for index {r['index']}"
+            assert r["index"] in reqs, "outcome before its request"
+            outs[r["index"]] = r
+    assert sorted(reqs) == list(range(len(reqs))), "indices must be dense from 0"
+    return [(reqs[i], outs.get(i)) for i in range(len(reqs))]
+
+
+class Resp:
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code = status
+        self.content = body
+
+    def json(self) -> Any:
+        return orjson.loads(self.content)
+
+
+def http(method: str, url: str, *, json: Any = None, content: bytes | None = None,
+         headers: dict[str, str] | None = None, timeout: float = 20) -> Resp:  # fmt: skip
+    """A plain HTTP/1.1 request (for what the openai client cannot send, e.g. odd paths)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    body = orjson.dumps(json) if json is not None else content
+    hdrs = dict(headers or {})
+    if json is not None:
+        hdrs.setdefault("content-type", "application/json")
+    try:
+        conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=hdrs)
+        r = conn.getresponse()
+        return Resp(r.status, r.read())
+    finally:
+        conn.close()

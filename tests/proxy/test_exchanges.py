@@ -1,0 +1,171 @@
+"""Happy paths through the real openai client: what reaches the upstream and what is recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+
+import orjson
+
+from contagent.testing.llm_stub import Error, Events, Reply, ToolCall
+from tests.proxy.conftest import CLIENT_KEY, UPSTREAM_KEY, client, exchanges, http
+
+MSGS = [{"role": "user", "content": [{"type": "text", "text": "fix the bug"}]}]
+TOOLS = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
+
+
+def test_non_streaming_completion_is_recorded_as_sent(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="hello there")])
+    proxy = proxy_factory(stub.url)
+    resp = client(proxy).chat.completions.create(model="m", messages=MSGS, tools=TOOLS, extra_headers={"x-litellm-session-id": "conv-1"})
+    assert resp.choices[0].message.content == "hello there"
+
+    [(req, out)] = exchanges(tmp_path / "records", "r1")
+    wire = stub.requests[0].body
+    assert req["body"] == orjson.loads(wire)
+    assert req["body_bytes"] == len(wire) and req["body_sha256"] == hashlib.sha256(wire).hexdigest()
+    assert req["headers"]["x-stainless-retry-count"] == "0"
+    assert req["headers"]["x-litellm-session-id"] == "conv-1"
+    assert req["method"] == "POST" and req["path"] == "/v1/chat/completions"
+    assert req["stream"] is False and req["upstream_changes"] == []
+    assert out["outcome"] == "completed" and out["status"] == 200 and out["client_status"] == 200
+    assert out["response"]["choices"][0]["message"]["content"] == "hello there"
+    assert out["usage"] == resp.usage.model_dump(exclude_none=True)
+    assert out["finish_reasons"] == ["stop"]
+    assert out["started"] <= out["first_byte"] <= out["ended"]
+
+
+def test_stream_passes_through_and_is_reassembled(stub_factory, proxy_factory, tmp_path):
+    args = {"command": "grep -rn 'def main' src/ | head -n 20", "timeout": 30}
+    reply = Reply(
+        content="Let me look.", reasoning_content="The user wants a fix.", chunks=5,
+        tool_calls=[ToolCall("terminal", args, id="call_1"), ToolCall("think", {"thought": "ok"}, id="call_10")],
+    )  # fmt: skip
+    stub = stub_factory([reply])
+    proxy = proxy_factory(stub.url)
+    chunks = list(client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True))
+    # the client never asked for usage; the proxy did, and the client sees the usage chunk
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    got_args = "".join(
+        tc.function.arguments or "" for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or []) if tc.index == 0
+    )
+    assert json.loads(got_args) == args
+
+    [(req, out)] = exchanges(tmp_path / "records", "r1")
+    assert req["stream"] is True
+    assert "stream_options" not in req["body"], "the client's body is recorded, not the changed one"
+    assert req["upstream_changes"] == ["stream_options.include_usage"]
+    assert stub.requests[0].json["stream_options"] == {"include_usage": True}
+    assert out["outcome"] == "completed"
+    msg = out["response"]["choices"][0]["message"]
+    assert msg["content"] == "Let me look."
+    assert msg["reasoning_content"] == "The user wants a fix."
+    assert [t["id"] for t in msg["tool_calls"]] == ["call_1", "call_10"]
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == args
+    assert msg["tool_calls"][1]["function"] == {"name": "think", "arguments": '{"thought":"ok"}'}
+    assert out["response"]["object"] == "chat.completion"
+    assert out["finish_reasons"] == ["tool_calls"]
+    assert out["usage"] == chunks[-1].usage.model_dump(exclude_none=True)
+    assert out["stream_events"][-1] == "[DONE]"
+    assert len(out["stream_events"]) == len(chunks) + 1
+
+
+def test_client_usage_request_is_not_changed(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="x")])
+    proxy = proxy_factory(stub.url)
+    body = {"model": "m", "messages": MSGS, "stream": True, "stream_options": {"include_usage": True}}
+    list(client(proxy).chat.completions.create(**body))
+    [(req, _)] = exchanges(tmp_path / "records", "r1")
+    assert req["upstream_changes"] == []
+    assert stub.requests[0].body == orjson.dumps(req["body"]) or orjson.loads(stub.requests[0].body) == req["body"]
+
+
+def test_length_finish_is_incomplete(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="truncat", finish_reason="length"), Reply(content="cut", finish_reason="length")])
+    proxy = proxy_factory(stub.url)
+    c = client(proxy)
+    c.chat.completions.create(model="m", messages=MSGS)
+    list(c.chat.completions.create(model="m", messages=MSGS, stream=True))
+    pairs = exchanges(tmp_path / "records", "r1")
+    assert [o["outcome"] for _, o in pairs] == ["incomplete", "incomplete"]
+    assert all(o["finish_reasons"] == ["length"] for _, o in pairs)
+    assert "length" in pairs[0][1]["error"]
+
+
+def test_models_and_unknown_routes_are_forwarded_and_recorded(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Error(404, {"error": {"message": "no such route"}})])
+    proxy = proxy_factory(stub.url)
+    assert [m.id for m in client(proxy).models.list()] == ["stub"]
+    r = http("POST", proxy.rollout_base_url("r1") + "/no/such/thing?x=1", json={"a": 1})
+    assert r.status_code == 404 and r.json() == {"error": {"message": "no such route"}}
+    (mreq, mout), (ureq, uout) = exchanges(tmp_path / "records", "r1")
+    assert mreq["method"] == "GET" and mreq["path"] == "/v1/models" and mreq["body"] is None
+    assert mreq["body_bytes"] == 0
+    assert mout["outcome"] == "completed" and mout["response"]["data"][0]["id"] == "stub"
+    assert ureq["path"] == "/v1/no/such/thing?x=1" and stub.requests[1].path == "/v1/no/such/thing?x=1"
+    assert uout["outcome"] == "http_error" and uout["status"] == 404
+
+
+def test_responses_api_stream_takes_the_completed_response(stub_factory, proxy_factory, tmp_path):
+    final = {"id": "resp_1", "object": "response", "status": "completed", "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}], "usage": {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}}
+    events = [
+        json.dumps({"type": "response.created", "response": {**final, "status": "in_progress", "output": []}}),
+        json.dumps({"type": "response.output_text.delta", "delta": "hi"}),
+        json.dumps({"type": "response.completed", "response": final}),
+    ]
+    stub = stub_factory([Events(events)])
+    proxy = proxy_factory(stub.url)
+    got = list(client(proxy).responses.create(model="m", input="hello", stream=True))
+    assert got[-1].type == "response.completed"
+    [(req, out)] = exchanges(tmp_path / "records", "r1")
+    assert req["path"] == "/v1/responses" and req["upstream_changes"] == []
+    assert out["outcome"] == "completed" and out["response"] == final and out["usage"] == final["usage"]
+
+
+def test_secrets_never_recorded_and_upstream_gets_its_own_key(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(), Reply(), Error(401, {"error": {"message": "bad key"}})])
+    proxy = proxy_factory(stub.url)
+    c = client(proxy, default_headers={"api-key": CLIENT_KEY, "x-api-key": CLIENT_KEY, "Cookie": "s=1"})
+    c.chat.completions.create(model="m", messages=MSGS)
+    list(c.chat.completions.create(model="m", messages=MSGS, stream=True))
+    try:
+        c.chat.completions.create(model="m", messages=MSGS)
+    except Exception:
+        pass
+    for req in stub.requests:
+        assert req.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+        assert CLIENT_KEY not in json.dumps(req.headers)
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "records").rglob("*") if p.is_file())
+    assert raw.count(b'"type":"request"') == 3
+    for secret in (CLIENT_KEY, UPSTREAM_KEY, "Bearer"):
+        assert secret.encode() not in raw
+
+
+def test_without_upstream_key_client_credentials_are_still_stripped(stub_factory, proxy_factory):
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url, upstream_api_key=None)
+    client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert "Authorization" not in stub.requests[0].headers
+
+
+def test_unsafe_rollout_id_is_refused(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    for rid in ("..", "a%2Fb", ".hidden", "a%20b", "%2e%2e", "x" * 201):
+        r = http("POST", f"{proxy.url}/r/{rid}/v1/chat/completions", json={"model": "m"})
+        assert r.status_code == 400, rid
+        assert "rollout id" in r.json()["error"]["message"]
+    assert http("GET", f"{proxy.url}/v1/models").status_code == 404
+    assert stub.requests == []
+    assert not (tmp_path / "records").exists() or not any((tmp_path / "records").iterdir())
+
+
+def test_non_json_request_body_is_recorded_as_text(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", content=b"not json \xff", headers={"content-type": "text/plain"})
+    assert r.status_code == 200
+    [(req, _)] = exchanges(tmp_path / "records", "r1")
+    assert req["body"] is None and req["body_text"] == "not json \ufffd" and req["body_bytes"] == 10
+    assert stub.requests[0].body == b"not json \xff"
