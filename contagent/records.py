@@ -215,4 +215,5 @@ class RolloutResult(BaseModel):
         "(every key except messages and tools).",
     )
     openhands_version: str | None = Field(None, description="OpenHands SDK version in the image.")
+    skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")
     error: str | None = Field(None, description="One line on what went wrong, if anything.")

@@ -290,6 +290,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         llm=effective,
         wire_params=wire,
         openhands_version=outcome.get("openhands_version"),
+        skills_loaded=outcome.get("skills_loaded"),
         error=error,
     )
     _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
