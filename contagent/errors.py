@@ -16,3 +16,11 @@ class ContagentError(Exception):
         super().__init__(message.replace("\n", " "))
         if exit_code is not None:
             self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # keep exit_code when the error crosses a process boundary (export --jobs)
+        return (_rebuild, (str(self), self.exit_code))
+
+
+def _rebuild(message: str, exit_code: int) -> ContagentError:
+    return ContagentError(message, exit_code=exit_code)

@@ -7,6 +7,7 @@ here so that the three can never disagree.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 #: finish reasons that mean the model ended its turn on its own.
@@ -43,3 +44,364 @@ def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
             return True, None
         return False, "neither choices nor output in response"
     return True, None
+
+
+# ---------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------
+
+#: Tools whose call ends the agent's run: a response calling one is "safe" to keep
+#: even when no later request consumes it.
+TERMINAL_TOOLS = frozenset({"finish"})
+
+#: Excluded-exchange reasons. The first six are the contract of the issue; the
+#: last three cover records a crash or a non-chat route leaves behind.
+EXCLUDED_REASONS = (
+    "incomplete",
+    "http_error",
+    "upstream_error",
+    "abandoned",
+    "duplicate_retry",
+    "unconsumed",
+    "no_outcome",
+    "no_request",
+    "unsupported_route",
+)
+
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def message_text(content: Any) -> str:
+    """The text of a message ``content``: a string, or a list of ``{type: text}`` parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def response_message(response: Any) -> dict[str, Any] | None:
+    """The assistant message of a chat completion (first choice), or None."""
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    return None
+
+
+def finish_reason(response: Any) -> str | None:
+    if isinstance(response, dict):
+        choices = response.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            reason = choices[0].get("finish_reason")
+            return reason if isinstance(reason, str) else None
+    return None
+
+
+def usage_counts(usage: Any) -> dict[str, int] | None:
+    """Normalise chat (prompt/completion) or Responses (input/output) usage; None if absent."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    total = usage.get("total_tokens")
+    values = (prompt, completion)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    if not (isinstance(total, int) and not isinstance(total, bool)):
+        total = prompt + completion  # type: ignore[operator]
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+
+
+def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = message.get("tool_calls")
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+def call_name(call: dict[str, Any]) -> str | None:
+    function = call.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def consumption_key(message: dict[str, Any]) -> tuple[str, Any]:
+    """Rule 2: what a later request must carry for ``message`` to count as consumed.
+
+    Tool-call answers are identified by their exact ``tool_call_id`` set, text
+    answers by their canonical text (string and list-of-parts content compare equal).
+    """
+    calls = tool_calls(message)
+    if calls:
+        return ("calls", frozenset(str(c.get("id")) for c in calls))
+    return ("text", message_text(message.get("content")))
+
+
+def history_keys(messages: list[Any]) -> tuple[set[str], set[str]]:
+    """Tool-call ids and canonical texts of the assistant messages in a request's history."""
+    ids: set[str] = set()
+    texts: set[str] = set()
+    for msg in messages:
+        if isinstance(msg, dict) and msg.get("role") == "assistant":
+            calls = tool_calls(msg)
+            if calls:
+                ids.update(str(c.get("id")) for c in calls)
+            else:
+                texts.add(message_text(msg.get("content")))
+    return ids, texts
+
+
+def carries(key: tuple[str, Any], ids: set[str], texts: set[str]) -> bool:
+    kind, value = key
+    if kind == "calls":
+        return bool(value) and value <= ids
+    return value in texts
+
+
+def is_safe(message: dict[str, Any]) -> bool:
+    """Rule 3: plain text, or a call of a terminal tool such as ``finish``."""
+    calls = tool_calls(message)
+    return not calls or all(call_name(c) in TERMINAL_TOOLS for c in calls)
+
+
+def merge_tool_fragments(messages: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Rule 4: merge adjacent ``role: tool`` messages that share a ``tool_call_id``.
+
+    Returns the repaired list (the input when nothing changed) and one repair
+    record per merged run: ``{"tool_call_id", "fragments"}``.
+    """
+    repairs: list[dict[str, Any]] = []
+    out: list[Any] | None = None
+    i, n = 0, len(messages)
+    while i < n:
+        msg = messages[i]
+        j = i + 1
+        if isinstance(msg, dict) and msg.get("role") == "tool":
+            tcid = msg.get("tool_call_id")
+            while (
+                j < n
+                and isinstance(messages[j], dict)
+                and messages[j].get("role") == "tool"
+                and messages[j].get("tool_call_id") == tcid
+            ):
+                j += 1
+        if j - i > 1:
+            if out is None:
+                out = list(messages[:i])
+            merged = dict(msg)
+            merged["content"] = "\n".join(message_text(m.get("content")) for m in messages[i:j])
+            out.append(merged)
+            repairs.append({"tool_call_id": msg.get("tool_call_id"), "fragments": j - i})
+        elif out is not None:
+            out.append(msg)
+        i = j
+    return (messages if out is None else out), repairs
+
+
+def tool_protocol_problems(messages: list[Any]) -> list[str]:
+    """Tool calls only on assistant messages; each tool message answers a pending call."""
+    problems: list[str] = []
+    pending: set[str] = set()
+    for pos, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            problems.append(f"message {pos} is not an object")
+            continue
+        role = msg.get("role")
+        if msg.get("tool_calls") and role != "assistant":
+            problems.append(f"message {pos} ({role}) carries tool_calls")
+        if role == "assistant":
+            pending.update(str(c.get("id")) for c in tool_calls(msg))
+        elif role == "tool":
+            tcid = msg.get("tool_call_id")
+            if tcid not in pending:
+                problems.append(f"tool message {pos} answers no pending call ({tcid!r})")
+            pending.discard(tcid)  # type: ignore[arg-type]
+    return problems
+
+
+def bad_tool_arguments(message: dict[str, Any]) -> list[str]:
+    """Names of calls whose ``arguments`` are not a JSON object string."""
+    import orjson
+
+    bad = []
+    for call in tool_calls(message):
+        function = call.get("function")
+        args = function.get("arguments") if isinstance(function, dict) else None
+        try:
+            ok = isinstance(args, str) and isinstance(orjson.loads(args), dict)
+        except orjson.JSONDecodeError:
+            ok = False
+        if not ok:
+            bad.append(str(call_name(call)))
+    return bad
+
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
+def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any]:
+    """Rule 9: keep ``reasoning_content`` (or drop it), never with ``<think>`` text in content.
+
+    A leading ``<think>...</think>`` block in string content moves to
+    ``reasoning_content`` when the server gave none, and is removed otherwise.
+    """
+    out = dict(message)
+    content = out.get("content")
+    if isinstance(content, str) and content.lstrip().startswith(_THINK_OPEN):
+        stripped = content.lstrip()
+        end = stripped.find(_THINK_CLOSE)
+        if end != -1:
+            thought = stripped[len(_THINK_OPEN) : end].strip()
+            out["content"] = stripped[end + len(_THINK_CLOSE) :].lstrip("\n")
+            if not out.get("reasoning_content"):
+                out["reasoning_content"] = thought
+    if drop:
+        out.pop("reasoning_content", None)
+    elif "reasoning_content" in out and not out["reasoning_content"]:
+        out.pop("reasoning_content")
+    return out
+
+
+def has_think_conflict(message: dict[str, Any]) -> bool:
+    return bool(message.get("reasoning_content")) and _THINK_OPEN in message_text(
+        message.get("content")
+    )
+
+
+def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rule 6: union of tool definitions keyed by function name; returns (tools, conflicts)."""
+    by_name: dict[str, dict[str, Any]] = {}
+    conflicts: list[str] = []
+    for tools in tool_lists:
+        if not isinstance(tools, list):
+            continue
+        for tool in tools:
+            fn = tool.get("function") if isinstance(tool, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str):
+                conflicts.append("tool definition without a function name")
+                continue
+            seen = by_name.get(name)
+            if seen is None:
+                by_name[name] = tool
+            elif seen != tool and name not in conflicts:
+                conflicts.append(name)
+    return list(by_name.values()), conflicts
+
+
+def extends(prev_request: list[Any], prev_response: dict[str, Any], request: list[Any]) -> bool:
+    """Does ``request`` continue the conversation of a step (its request + its response)?"""
+    n = len(prev_request)
+    if len(request) <= n or request[:n] != prev_request:
+        return False
+    replay = request[n]
+    if not isinstance(replay, dict) or replay.get("role") != "assistant":
+        return False
+    ids, texts = history_keys([replay])
+    return carries(consumption_key(prev_response), ids, texts)
+
+
+# ---------------------------------------------------------------------------
+# Selection (rules 2, 3 and the consumed-incomplete half of rule 5)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class View:
+    """What selection needs to know of one exchange."""
+
+    index: int
+    #: ``completed``/``incomplete`` (rule 1 applied), another outcome, or one of
+    #: ``no_outcome``, ``no_request``, ``unsupported_route``.
+    status: str
+    body: Any = None
+    message: dict[str, Any] | None = None
+    #: tool-call ids and texts of the assistant messages in this request's history
+    history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+
+
+@dataclass(frozen=True)
+class Decision:
+    index: int
+    selected: bool
+    reason: str | None = None  # the excluded reason when not selected
+    consumed: bool = False
+    truncated: bool = False
+    duplicate_of: int | None = None
+
+
+def _body_bucket(body: Any) -> Any:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return len(messages) if isinstance(messages, list) else -1
+
+
+def select(views: list[View]) -> tuple[dict[int, Decision], list[str]]:
+    """Decide, for every exchange, step or excluded-with-reason; return problems too.
+
+    ``views`` must be in index order. Every index in gets exactly one decision out.
+    """
+    decisions: dict[int, Decision] = {}
+    problems: list[str] = []
+
+    consumed: dict[int, bool] = {}
+    ids: set[str] = set()
+    texts: set[str] = set()
+    for view in reversed(views):
+        if view.message is not None:
+            consumed[view.index] = carries(consumption_key(view.message), ids, texts)
+        ids |= view.history[0]
+        texts |= view.history[1]
+
+    request_indices = [v.index for v in views if v.status not in ("no_request",)]
+    last_request = max(request_indices) if request_indices else -1
+
+    groups: dict[Any, list[list[View]]] = {}
+    for view in views:
+        if view.status == "completed":
+            bucket = groups.setdefault(_body_bucket(view.body), [])
+            for group in bucket:
+                if group[0].body == view.body:
+                    group.append(view)
+                    break
+            else:
+                bucket.append([view])
+        elif view.status == "incomplete" and consumed.get(view.index):
+            decisions[view.index] = Decision(view.index, True, consumed=True, truncated=True)
+            problems.append(f"incomplete response {view.index} was consumed by a later request")
+        else:
+            decisions[view.index] = Decision(view.index, False, reason=view.status)
+
+    for bucket in groups.values():
+        for group in bucket:
+            kept = [v for v in group if consumed.get(v.index)]
+            if not kept:
+                kept = [
+                    v
+                    for v in group
+                    if v.index == last_request or (v.message is not None and is_safe(v.message))
+                ]
+            keep = kept[-1] if kept else None
+            for v in group:
+                if keep is not None and v is keep:
+                    decisions[v.index] = Decision(
+                        v.index, True, consumed=bool(consumed.get(v.index))
+                    )
+                elif keep is not None:
+                    decisions[v.index] = Decision(
+                        v.index, False, reason="duplicate_retry", duplicate_of=keep.index
+                    )
+                else:
+                    decisions[v.index] = Decision(v.index, False, reason="unconsumed")
+    return decisions, problems

@@ -2,8 +2,106 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from contagent.cli._common import console, fail, run_guarded
+
+
+def _export(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Rollout directories, or folders above them.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
+    format: Annotated[
+        str, typer.Option(help="prime-sft (results.jsonl + Parquet) or results.")
+    ] = "prime-sft",
+    filter: Annotated[str, typer.Option(help="Rollouts in the Parquet: passed or all.")] = "passed",
+    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+    drop_reasoning: Annotated[bool, typer.Option(help="Leave reasoning_content out.")] = False,
+    shard_rows: Annotated[int, typer.Option(help="Parquet rows per shard.")] = 10_000,
+) -> None:
+    """Rebuild results.jsonl and Prime-SFT Parquet from raw exchange logs."""
+    from contagent.exporters.export import ExportOptions, export
+
+    if format not in ("prime-sft", "results"):
+        fail(f"unknown --format {format!r} (prime-sft or results)")
+    if filter not in ("passed", "all"):
+        fail(f"unknown --filter {filter!r} (passed or all)")
+    options = ExportOptions(
+        format=format,  # type: ignore[arg-type]
+        filter=filter,  # type: ignore[arg-type]
+        jobs=jobs,
+        drop_reasoning=drop_reasoning,
+        shard_rows=shard_rows,
+    )
+    with Progress(
+        TextColumn("exporting"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("export", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        summary = run_guarded(lambda: export(run_dirs, out, options, progress))
+    table = Table(title=f"contagent export -> {summary.out_dir}", show_header=False)
+    table.add_row("rollouts read", str(summary.rollouts_read))
+    table.add_row("training-ready", str(summary.training_ready))
+    for reason, n in sorted(summary.not_ready_reasons.items()):
+        table.add_row(f"  not ready: {reason}", str(n))
+    table.add_row("exchanges read", f"{summary.exchanges_read} ({summary.raw_bytes / 1e6:.1f} MB)")
+    table.add_row("steps selected", str(summary.steps_selected))
+    for reason, n in sorted(summary.exclusions.items()):
+        table.add_row(f"  excluded: {reason}", str(n))
+    table.add_row("repairs", str(summary.repairs))
+    table.add_row(
+        "branches written", f"{summary.branches_written} (from {summary.rollouts_written} rollouts)"
+    )
+    for part in ("billed", "selected", "excluded"):
+        counts = getattr(summary.tokens, part)
+        table.add_row(
+            f"tokens {part}",
+            f"{counts.total_tokens} (prompt {counts.prompt_tokens}, completion {counts.completion_tokens})",
+        )
+    console.print(table)
+
+
+def _validate(
+    results: Annotated[Path, typer.Argument(help="The results.jsonl an export wrote.")],
+    json: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
+) -> None:
+    """Prove from the raw logs that an export kept every rule. Exit 0 healthy, 1 violations, 2 unusable."""
+    from contagent.validate.check import validate
+
+    report = run_guarded(lambda: validate(results))
+    if json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        for v in report.violations:
+            console.print(f"[red]violation[/red] {v.rollout_id}: {v.reason}", highlight=False)
+        verdict = (
+            "[green]healthy[/green]"
+            if report.ok
+            else f"[red]{len(report.violations)} violation(s)[/red]"
+        )
+        console.print(
+            f"validated {report.rows} rows ({report.training_ready} training-ready, "
+            f"{report.parquet_rows} Parquet rows): {verdict}"
+        )
+    raise typer.Exit(0 if report.ok else 1)
 
 
 def register(app: typer.Typer) -> None:
-    """Filled in by the export stage."""
+    app.command("export")(_export)
+    app.command("validate")(_validate)

@@ -1,1 +1,1 @@
-"""Test helpers that ship with the package: the scripted LLM stand-in (``llm_stub``)."""
+"""Test and benchmark helpers that ship with the package: synthetic rollouts, a scripted LLM (``llm_stub``)."""

@@ -1,0 +1,184 @@
+"""``contagent export``: raw exchange logs -> results.jsonl (+ Prime-SFT Parquet)."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from contagent import __version__
+from contagent.errors import ContagentError
+from contagent.exporters.prime_sft import PrimeSftWriter, branch_records
+from contagent.exporters.rollout import build_row
+from contagent.exporters.summary import ExportSummary
+from contagent.layout import RolloutPaths, find_rollouts
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    format: Literal["prime-sft", "results"] = "prime-sft"
+    filter: Literal["passed", "all"] = "passed"
+    jobs: int = 1
+    drop_reasoning: bool = False
+    shard_rows: int = 10_000
+
+
+@dataclass
+class _Done:
+    row_json: bytes
+    row: dict[str, Any]  # without steps (kept small across processes)
+    records: list[dict[str, Any]]
+    raw_bytes: int
+    exchanges: int
+
+
+def _wants_parquet(row: dict[str, Any], options: ExportOptions) -> bool:
+    if options.format != "prime-sft" or not row["training_ready"]:
+        return False
+    return options.filter == "all" or row.get("passed") is True
+
+
+def _export_one(args: tuple[RolloutPaths, ExportOptions]) -> _Done:
+    paths, options = args
+    done = build_row(paths, drop_reasoning=options.drop_reasoning)
+    row = done.row
+    records = branch_records(row, done.branch_tools) if _wants_parquet(row, options) else []
+    head = {k: v for k, v in row.items() if k not in ("steps", "tools")}
+    head["steps_count"] = len(row["steps"])
+    return _Done(orjson.dumps(row) + b"\n", head, records, done.raw_bytes, done.exchanges)
+
+
+def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_Done]:
+    work = [(p, options) for p in rollouts]
+    if options.jobs <= 1 or len(work) <= 1:
+        yield from map(_export_one, work)
+        return
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ctx.Pool(min(options.jobs, len(work))) as pool:
+        yield from pool.imap(_export_one, work, chunksize=1)
+
+
+def export(
+    run_dirs: list[Path],
+    out_dir: Path,
+    options: ExportOptions | None = None,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Export every rollout under ``run_dirs`` into ``out_dir``; return what was done.
+
+    ``results.jsonl`` and the summary are written to temporary names and renamed
+    at the end, so an interrupted export never leaves a half file under the
+    final name.
+    """
+    options = options or ExportOptions()
+    if options.jobs < 1:
+        raise ContagentError("--jobs must be at least 1")
+    rollouts = find_rollouts(run_dirs)
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ContagentError(
+            f"{out_dir}: cannot create output directory ({exc.strerror})"
+        ) from None
+    summary = ExportSummary(
+        contagent_version=__version__,
+        options={**asdict(options), "run_dirs": [str(d) for d in run_dirs]},
+        out_dir=str(out_dir),
+    )
+    results = out_dir / "results.jsonl"
+    tmp = out_dir / ".results.jsonl.tmp"
+    writer = (
+        PrimeSftWriter(out_dir / "prime-sft", options.shard_rows)
+        if options.format == "prime-sft"
+        else None
+    )
+    seen_ids: set[str] = set()
+    models: set[str] = set()
+    experiments: set[str] = set()
+    try:
+        with open(tmp, "wb") as fh:
+            for n, done in enumerate(_results(rollouts, options), start=1):
+                row = done.row
+                if row["rollout_id"] in seen_ids:
+                    raise ContagentError(f"two rollouts share the id {row['rollout_id']!r}")
+                seen_ids.add(row["rollout_id"])
+                fh.write(done.row_json)
+                _tally(summary, done)
+                models.update([row["model"]] if row["model"] else [])
+                experiments.update([row["experiment"]] if row["experiment"] else [])
+                if writer is not None and done.records:
+                    writer.write(done.records)
+                    summary.branches_written += len(done.records)
+                    summary.rollouts_written += 1
+                if progress:
+                    progress(n, len(rollouts))
+        if writer is not None:
+            summary.models, summary.experiments = sorted(models), sorted(experiments)
+            summary.parquet_files = [str(p) for p in writer.close(summary)]
+        os.replace(tmp, results)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        if writer is not None:
+            writer.abort()
+        raise
+    summary.results_path = str(results)
+    summary.models, summary.experiments = sorted(models), sorted(experiments)
+    _write_summary(out_dir, summary)
+    return summary
+
+
+def _tally(summary: ExportSummary, done: _Done) -> None:
+    row = done.row
+    summary.rollouts_read += 1
+    summary.exchanges_read += done.exchanges
+    summary.raw_bytes += done.raw_bytes
+    summary.steps_selected += row["steps_count"]
+    summary.repairs += len(row["repairs"])
+    summary.training_ready += bool(row["training_ready"])
+    summary.passed += row.get("passed") is True
+    for exc in row["excluded"]:
+        summary.exclusions[exc["reason"]] = summary.exclusions.get(exc["reason"], 0) + 1
+    if not row["training_ready"]:
+        key = _reason_kind(row["training_ready_reason"] or "unknown")
+        summary.not_ready_reasons[key] = summary.not_ready_reasons.get(key, 0) + 1
+    for part in ("billed", "selected", "excluded"):
+        getattr(summary.tokens, part).add(row["token_usage"][part])
+
+
+def _reason_kind(reason: str) -> str:
+    """Group free-text reasons into a few kinds for the summary table."""
+    first = reason.split("; ")[0]
+    for marker in (
+        "index gap",
+        "request without outcome",
+        "outcome without request",
+        "has no usage",
+        "was consumed",
+        "answers no pending call",
+        "different schemas",
+        "truncated",
+        "no completed exchange",
+        "not JSON",
+        "not among the request tools",
+        "duplicate",
+    ):
+        if marker in first:
+            return marker
+    return first[:60]
+
+
+def _write_summary(out_dir: Path, summary: ExportSummary) -> None:
+    tmp = out_dir / ".export-summary.json.tmp"
+    tmp.write_bytes(orjson.dumps(summary.model_dump(), option=orjson.OPT_INDENT_2))
+    os.replace(tmp, out_dir / "export-summary.json")

@@ -1,0 +1,237 @@
+"""Build one rollout's results row from its raw exchange log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from contagent import rules
+from contagent.errors import ContagentError
+from contagent.exporters.summary import TokenUsage
+from contagent.layout import RolloutPaths
+from contagent.rawlog import RawRollout, read_exchanges, read_result
+from contagent.validate.invariants import accounting_problems
+
+
+@dataclass
+class RolloutExport:
+    """A row (plain dict, ready for orjson) and what else the export needs of it."""
+
+    row: dict[str, Any]
+    raw_bytes: int
+    exchanges: int
+    problems: list[str] = field(default_factory=list)
+    #: per branch, the union of its steps' tool definitions
+    branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], list[dict[str, Any]]]:
+    """Classify each exchange (rule 1), repair each request (rule 4)."""
+    views: list[rules.View] = []
+    repaired: dict[int, list[Any]] = {}
+    repairs: dict[Any, dict[str, Any]] = {}
+    for index in raw.indices:
+        req = raw.requests.get(index)
+        out = raw.outcomes.get(index)
+        if req is None:
+            views.append(rules.View(index, "no_request"))
+            continue
+        body = req.get("body")
+        messages = body.get("messages") if isinstance(body, dict) else None
+        history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+        if isinstance(messages, list):
+            fixed, found = rules.merge_tool_fragments(messages)
+            repaired[index] = fixed
+            for rep in found:
+                repairs.setdefault(rep["tool_call_id"], {**rep, "first_exchange_index": index})
+            ids, texts = rules.history_keys(fixed)
+            history = (frozenset(ids), frozenset(texts))
+        if out is None:
+            views.append(rules.View(index, "no_outcome", body, None, history))
+            continue
+        status = out["outcome"]
+        message = None
+        if status in ("completed", "incomplete"):
+            if not isinstance(messages, list):
+                status = "unsupported_route"
+            else:
+                ok, _ = rules.completeness(out.get("status"), out.get("response"))
+                status = "completed" if ok else "incomplete"
+                message = rules.response_message(out.get("response"))
+                if message is None:
+                    status = "incomplete"
+        views.append(rules.View(index, status, body, message, history))
+    return views, repaired, list(repairs.values())
+
+
+def _usage(raw: RawRollout, index: int) -> dict[str, int] | None:
+    out = raw.outcomes.get(index)
+    if out is None:
+        return None
+    usage = out.get("usage")
+    if usage is None and isinstance(out.get("response"), dict):
+        usage = out["response"].get("usage")
+    return rules.usage_counts(usage)
+
+
+def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
+    raw = read_exchanges(paths.exchanges)
+    result = read_result(paths.result) or {}
+    views, repaired, repairs = _views(raw)
+    decisions, problems = rules.select(views)
+    problems = list(raw.problems) + problems
+    by_index = {v.index: v for v in views}
+
+    steps: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    tokens = TokenUsage()
+    tool_lists: list[Any] = []
+    branch_lists: dict[int, list[Any]] = {}
+    # open branches: (branch id, last step's exchange index, its request, its response)
+    heads: list[tuple[int, int, list[Any], dict[str, Any]]] = []
+    protocol_seen: set[str] = set()
+    next_branch = 0
+    for index in raw.indices:
+        decision = decisions[index]
+        view = by_index[index]
+        usage = _usage(raw, index)
+        tokens.billed.add(usage)
+        if view.status == "completed" and usage is None:
+            problems.append(f"completed response {index} has no usage")
+        if not decision.selected:
+            tokens.excluded.add(usage)
+            excluded.append(
+                {
+                    "exchange_index": index,
+                    "reason": decision.reason,
+                    "duplicate_of": decision.duplicate_of,
+                    "detail": _detail(raw, index),
+                    "usage": usage,
+                }
+            )
+            continue
+        tokens.selected.add(usage)
+        request = repaired[index]
+        assert view.message is not None  # selected steps always have a message
+        response = rules.apply_reasoning_policy(view.message, drop_reasoning)
+        parent = None
+        for pos in range(len(heads) - 1, -1, -1):
+            branch, head_index, head_req, head_resp = heads[pos]
+            if rules.extends(head_req, head_resp, request):
+                parent = head_index
+                added = request[len(head_req) :]
+                heads.pop(pos)
+                break
+        else:
+            branch, added = next_branch, request
+            next_branch += 1
+        heads.append((branch, index, request, view.message))
+        body = view.body if isinstance(view.body, dict) else {}
+        tool_lists.append(body.get("tools"))
+        branch_lists.setdefault(branch, []).append(body.get("tools"))
+        for problem in rules.tool_protocol_problems(request):
+            if problem not in protocol_seen:
+                protocol_seen.add(problem)
+                problems.append(f"request {index}: {problem}")
+        bad = rules.bad_tool_arguments(view.message)
+        if bad:
+            problems.append(
+                f"response {index}: tool call arguments are not JSON ({', '.join(bad)})"
+            )
+        steps.append(
+            {
+                "exchange_index": index,
+                "branch": branch,
+                "extends": parent,
+                "messages": added,
+                "response": response,
+                "finish_reason": rules.finish_reason(raw.outcomes[index].get("response")),
+                "consumed": decision.consumed,
+                "truncated": decision.truncated,
+                "usage": usage,
+            }
+        )
+
+    tools, conflicts = rules.tool_union(tool_lists)
+    problems.extend(f"tool {name!r} defined with different schemas" for name in conflicts)
+    names = {t["function"]["name"] for t in tools}
+    for step in steps:
+        for call in rules.tool_calls(step["response"]):
+            if rules.call_name(call) not in names:
+                problems.append(
+                    f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
+                    "which is not among the request tools"
+                )
+    truncated, truncation_reason = _truncation(result, steps)
+    if not steps:
+        problems.append("no completed exchange to train on")
+    if truncated:
+        problems.append(f"truncated: {truncation_reason}")
+
+    row = {
+        "schema_version": 1,
+        "rollout_id": result.get("rollout_id") or paths.rollout_id,
+        "experiment": result.get("experiment"),
+        "model": result.get("model") or _model(raw),
+        "status": result.get("status"),
+        "passed": result.get("passed"),
+        "reward": result.get("reward"),
+        "stop_condition": result.get("stop_condition"),
+        "started": result.get("started"),
+        "ended": result.get("ended"),
+        "duration_s": result.get("duration_s"),
+        "training_ready": not problems,
+        "training_ready_reason": "; ".join(problems) if problems else None,
+        "truncated": truncated,
+        "truncation_reason": truncation_reason,
+        "steps": steps,
+        "excluded": excluded,
+        "tools": tools,
+        "token_usage": tokens.model_dump(),
+        "repairs": [{"kind": "merged_tool_fragments", **r} for r in repairs],
+        "branches": next_branch,
+        "drop_reasoning": drop_reasoning,
+        "raw_log": {"path": str(raw.path.resolve()), "sha256": raw.sha256, "bytes": raw.size},
+    }
+    own = accounting_problems(row, raw.indices)
+    if own:
+        raise ContagentError(
+            f"{paths.root}: refusing to write an export that loses exchanges: {own[0]}",
+            exit_code=3,
+        )
+    return RolloutExport(
+        row=row,
+        raw_bytes=raw.size,
+        exchanges=len(raw.indices),
+        problems=problems,
+        branch_tools={b: rules.tool_union(lists)[0] for b, lists in branch_lists.items()},
+    )
+
+
+def _detail(raw: RawRollout, index: int) -> str | None:
+    out = raw.outcomes.get(index)
+    if out is None:
+        return None
+    error = out.get("error")
+    if error:
+        return str(error)[:500]
+    if out.get("outcome") in ("completed", "incomplete"):
+        return rules.completeness(out.get("status"), out.get("response"))[1]
+    return None
+
+
+def _model(raw: RawRollout) -> str | None:
+    for req in raw.requests.values():
+        body = req.get("body")
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            return body["model"]
+    return None
+
+
+def _truncation(result: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[bool, str | None]:
+    stop = result.get("stop_condition")
+    if stop in ("max_iterations", "timeout") or result.get("status") == "timeout":
+        return True, f"rollout stopped by {stop or 'timeout'}"
+    if steps and steps[-1]["truncated"]:
+        return True, f"last step {steps[-1]['exchange_index']} was cut"
+    return False, None

@@ -1,0 +1,1 @@
+"""Validation: prove from the raw logs that an export kept every rule."""

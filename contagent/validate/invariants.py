@@ -1,0 +1,234 @@
+"""Invariants a results row must satisfy against its raw log (pure functions, no IO).
+
+These check the *output*; they do not re-run the exporter. Each returns a
+list of human-readable violations, empty when the row is sound.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from contagent import rules
+from contagent.rawlog import RawRollout
+from contagent.trajectory import request_messages
+
+_OUTCOME_REASONS = {"http_error", "upstream_error", "abandoned"}
+
+
+def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
+    """Rule 5: every raw exchange index appears exactly once, in steps or in excluded."""
+    seen = Counter(s["exchange_index"] for s in row["steps"])
+    seen.update(e["exchange_index"] for e in row["excluded"])
+    problems = [f"exchange {i} appears {n} times" for i, n in sorted(seen.items()) if n > 1]
+    raw = set(raw_indices)
+    missing = sorted(raw - seen.keys())
+    extra = sorted(seen.keys() - raw)
+    if missing:
+        problems.append(f"exchanges missing from the row: {missing[:10]}")
+    if extra:
+        problems.append(f"row names exchanges the raw log lacks: {extra[:10]}")
+    return problems
+
+
+def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
+    """Rule 8: selected + excluded == billed per field, each equal to the raw sums."""
+    problems = []
+    usage = row["token_usage"]
+    by_index = {i: _raw_usage(raw, i) for i in raw.indices}
+    expect = {"billed": _sum(by_index.values())}
+    expect["selected"] = _sum(by_index.get(s["exchange_index"]) for s in row["steps"])
+    expect["excluded"] = _sum(by_index.get(e["exchange_index"]) for e in row["excluded"])
+    for part, counts in expect.items():
+        if usage[part] != counts:
+            problems.append(f"token_usage.{part} is {usage[part]}, the raw log says {counts}")
+    for field in rules.USAGE_FIELDS:
+        if usage["selected"][field] + usage["excluded"][field] != usage["billed"][field]:
+            problems.append(f"selected + excluded != billed for {field}")
+    for entry in [*row["steps"], *row["excluded"]]:
+        if entry.get("usage") != by_index.get(entry["exchange_index"]):
+            problems.append(f"exchange {entry['exchange_index']}: usage differs from the raw log")
+    return problems
+
+
+def _raw_usage(raw: RawRollout, index: int) -> dict[str, int] | None:
+    out = raw.outcomes.get(index)
+    if out is None:
+        return None
+    usage = out.get("usage")
+    if usage is None and isinstance(out.get("response"), dict):
+        usage = out["response"].get("usage")
+    return rules.usage_counts(usage)
+
+
+def _sum(usages: Any) -> dict[str, int]:
+    total = dict.fromkeys(rules.USAGE_FIELDS, 0)
+    for usage in usages:
+        if usage:
+            for field in rules.USAGE_FIELDS:
+                total[field] += usage[field]
+    return total
+
+
+def _status(raw: RawRollout, index: int) -> tuple[str, Any, dict[str, Any] | None]:
+    """(status, request messages or None, response message) of one raw exchange."""
+    req, out = raw.requests.get(index), raw.outcomes.get(index)
+    if req is None:
+        return "no_request", None, None
+    body = req.get("body")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if out is None:
+        return "no_outcome", messages, None
+    status = out["outcome"]
+    message = None
+    if status in ("completed", "incomplete"):
+        if not isinstance(messages, list):
+            return "unsupported_route", None, None
+        message = rules.response_message(out.get("response"))
+        ok = rules.completeness(out.get("status"), out.get("response"))[0]
+        status = "completed" if ok and message is not None else "incomplete"
+    return status, messages, message
+
+
+def row_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
+    """Every rule the issue lists, checked on ``row`` against ``raw``."""
+    problems = accounting_problems(row, raw.indices) + token_problems(row, raw)
+    info = {i: _status(raw, i) for i in raw.indices}
+    later_keys = _later_keys(raw, info)
+    last_request = max(raw.requests) if raw.requests else -1
+    drop = row["drop_reasoning"]
+    not_ready_causes: list[str] = list(raw.problems)
+
+    for exc in row["excluded"]:
+        i, reason = exc["exchange_index"], exc["reason"]
+        status = info.get(i, ("?",))[0]
+        if reason == "duplicate_retry":
+            keep = exc.get("duplicate_of")
+            if status != "completed" or keep is None or not _same_body(raw, i, keep):
+                problems.append(f"exchange {i}: duplicate_retry of {keep} is not a retry of it")
+            elif keep not in {s["exchange_index"] for s in row["steps"]}:
+                problems.append(f"exchange {i}: duplicate_of {keep} is not a step")
+        elif reason == "unconsumed":
+            message = info[i][2] if i in info else None
+            if status != "completed" or message is None:
+                problems.append(f"exchange {i}: unconsumed but not completed")
+            elif (
+                _carried(message, later_keys.get(i)) or rules.is_safe(message) or i == last_request
+            ):
+                problems.append(f"exchange {i}: dropped as unconsumed but it must be kept")
+        elif reason != status:
+            problems.append(f"exchange {i}: excluded as {reason} but the raw log says {status}")
+        if status == "incomplete" and message_consumed(info, later_keys, i):
+            problems.append(f"exchange {i}: incomplete response consumed yet excluded")
+
+    try:
+        full = request_messages(row["steps"])
+    except KeyError as exc:
+        return [*problems, f"a step extends {exc.args[0]}, which is not an earlier step"]
+    bodies_seen: list[tuple[int, Any]] = []
+    for step in row["steps"]:
+        i = step["exchange_index"]
+        status, messages, message = info.get(i, ("?", None, None))
+        where = f"step {i}"
+        if status not in ("completed", "incomplete") or message is None:
+            problems.append(f"{where}: raw exchange is {status}, not a response")
+            continue
+        if status == "incomplete":
+            not_ready_causes.append(f"{where}: incomplete response kept")
+            if not step["truncated"]:
+                problems.append(f"{where}: cut response not marked truncated")
+        elif step["truncated"]:
+            problems.append(f"{where}: marked truncated but its response is complete")
+        if full[i] != rules.merge_tool_fragments(messages)[0]:
+            problems.append(f"{where}: messages differ from the raw request")
+        if step["response"] != rules.apply_reasoning_policy(message, drop):
+            problems.append(f"{where}: response differs from the raw response")
+        if rules.has_think_conflict(step["response"]) or (
+            drop and "reasoning_content" in step["response"]
+        ):
+            problems.append(f"{where}: reasoning kept against the reasoning rule")
+        carried = _carried(message, later_keys.get(i))
+        if step["consumed"] != carried:
+            problems.append(f"{where}: consumed flag is {step['consumed']}, should be {carried}")
+        if not carried and not rules.is_safe(message) and i != last_request:
+            problems.append(f"{where}: an unconsumed tool call the agent moved past was kept")
+        if step["extends"] is not None:
+            parent = step["extends"]
+            parent_msg = info.get(parent, (None, None, None))[2]
+            if parent_msg is None or not rules.extends(full[parent], parent_msg, full[i]):
+                problems.append(f"{where}: does not extend step {parent}")
+        body = raw.requests[i].get("body")
+        for j, other in bodies_seen:
+            if other == body:
+                problems.append(f"{where}: same request as step {j}; a retry was kept twice")
+        bodies_seen.append((i, body))
+        not_ready_causes.extend(f"{where}: {p}" for p in rules.tool_protocol_problems(full[i]))
+        if rules.bad_tool_arguments(message):
+            not_ready_causes.append(f"{where}: tool call arguments are not JSON")
+
+    problems.extend(_tool_problems(row, raw, not_ready_causes))
+    for i, (status, _, _) in info.items():
+        if status == "completed" and _raw_usage(raw, i) is None:
+            not_ready_causes.append(f"completed exchange {i} has no usage")
+    if row["steps"] and row["steps"][-1]["truncated"] and not row["truncated"]:
+        problems.append("last step is truncated but the row is not")
+    if row["training_ready"]:
+        if not row["steps"]:
+            problems.append("training-ready row without steps")
+        if row["truncated"]:
+            problems.append("training-ready row is truncated")
+        problems.extend(f"training-ready, yet {cause}" for cause in dict.fromkeys(not_ready_causes))
+    elif not row.get("training_ready_reason"):
+        problems.append("not training-ready, with no reason given")
+    return problems
+
+
+def _tool_problems(row: dict[str, Any], raw: RawRollout, causes: list[str]) -> list[str]:
+    lists = [_body(raw, s["exchange_index"]).get("tools") for s in row["steps"]]
+    union, conflicts = rules.tool_union(lists)
+    causes.extend(f"tool {c!r} has conflicting schemas" for c in conflicts)
+    problems = [] if row["tools"] == union else ["tools are not the union of the steps' tools"]
+    names = {t["function"]["name"] for t in row["tools"] if isinstance(t.get("function"), dict)}
+    for step in row["steps"]:
+        for call in rules.tool_calls(step["response"]):
+            if rules.call_name(call) not in names:
+                causes.append(
+                    f"step {step['exchange_index']} calls unknown tool {rules.call_name(call)!r}"
+                )
+    return problems
+
+
+def _body(raw: RawRollout, index: int) -> dict[str, Any]:
+    body = raw.requests.get(index, {}).get("body")
+    return body if isinstance(body, dict) else {}
+
+
+def _same_body(raw: RawRollout, a: int, b: int) -> bool:
+    return a in raw.requests and b in raw.requests and _body(raw, a) == _body(raw, b)
+
+
+def _later_keys(raw: RawRollout, info: dict[int, Any]) -> dict[int, tuple[set[str], set[str]]]:
+    """For each index, the assistant keys carried by requests with a larger index."""
+    keys: dict[int, tuple[set[str], set[str]]] = {}
+    ids: set[str] = set()
+    texts: set[str] = set()
+    for i in sorted(info, reverse=True):
+        keys[i] = (set(ids), set(texts))
+        messages = info[i][1]
+        if isinstance(messages, list):
+            more_ids, more_texts = rules.history_keys(rules.merge_tool_fragments(messages)[0])
+            ids |= more_ids
+            texts |= more_texts
+    return keys
+
+
+def _carried(message: dict[str, Any] | None, keys: Any) -> bool:
+    return (
+        message is not None
+        and keys is not None
+        and rules.carries(rules.consumption_key(message), *keys)
+    )
+
+
+def message_consumed(info: dict[int, Any], later: dict[int, Any], index: int) -> bool:
+    return _carried(info[index][2], later.get(index))
