@@ -136,7 +136,10 @@ def register(app: typer.Typer) -> None:
         from contagent.runner.run import run_experiments
 
         if network is not None:
-            console.print(f"[yellow]warning:[/] --network {network} is no longer used (each rollout has its own isolated network); ignored")
+            console.print(
+                f"[yellow]warning:[/] --network {network} is no longer used (each rollout has its own isolated network); ignored",
+                soft_wrap=True,
+            )
 
         def build_config() -> RunConfig:
             return RunConfig(
@@ -170,9 +173,12 @@ def register(app: typer.Typer) -> None:
         with Live(progress, console=console, refresh_per_second=4, transient=True):
             summary = run_guarded(lambda: run_experiments(config, progress.on_event))
         for message in progress.problems:
-            console.print(f"[yellow]skipped:[/] {message}")
+            console.print("[yellow]skipped:[/]", Text(message), soft_wrap=True)
         console.print(_summary_table(summary))
-        console.print(f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT")
+        console.print(
+            Text(f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"),
+            soft_wrap=True,
+        )
         if summary.interrupted:
             fail("interrupted; the run's containers and networks were removed", 130)
         if not summary.ok:

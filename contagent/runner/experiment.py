@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,7 +67,7 @@ class ExperimentSpec(BaseModel):
         default_factory=list,
         description="Names of skill folders under the skills directory; only these are given to the agent.",
     )
-    cap_add: list[str] = Field(
+    cap_add: list[Annotated[str, Field(pattern=_CAP_PATTERN)]] = Field(
         default_factory=list,
         description="Linux capabilities added to the runner container, e.g. NET_ADMIN.",
     )
