@@ -145,6 +145,9 @@ class PhaseTimings(BaseModel):
     setup_s: float | None = Field(None, description="setup.sh wall time.")
     agent_s: float | None = Field(None, description="Agent wall time (import, set-up and run).")
     evaluate_s: float | None = Field(None, description="evaluate.sh wall time.")
+    container_s: float | None = Field(
+        None, description="Runner container run time, start to exit, as the Docker engine saw it."
+    )
     wall_s: float = Field(description="Whole rollout as the host saw it, network creation to cleanup.")
     overhead_s: float | None = Field(
         None, description="wall_s minus setup, agent and evaluation: what the runner itself costs."

@@ -11,6 +11,7 @@ import getpass
 import io
 import logging
 import os
+import re
 import socket
 import tarfile
 import time
@@ -169,6 +170,24 @@ def _kill(container: Any) -> None:
         container.wait(timeout=30)
     except (docker.errors.APIError, requests.exceptions.RequestException):
         pass
+
+
+def run_seconds(container: Any) -> float | None:
+    """How long the container ran, from the engine's StartedAt/FinishedAt."""
+    from datetime import datetime
+
+    try:
+        container.reload()
+        state = container.attrs["State"]
+        # The engine gives nanoseconds; fromisoformat takes at most microseconds.
+        start, end = (
+            datetime.fromisoformat(re.sub(r"(\.\d{6})\d*", r"\1", state[k]).replace("Z", "+00:00"))
+            for k in ("StartedAt", "FinishedAt")
+        )
+    except (docker.errors.APIError, KeyError, ValueError):
+        return None
+    seconds = (end - start).total_seconds()
+    return seconds if seconds >= 0 else None
 
 
 def _exit_code(container: Any) -> int | None:

@@ -178,6 +178,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     outcome: dict[str, Any] = {}
     stderr = b""
     container_code: int | None = None
+    container_s: float | None = None
     timed_out = False
     error: str | None = None
     effective: LlmSettings | None = None
@@ -220,6 +221,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         container.start()
         deadline = time.monotonic() + cfg.timeout_s
         container_code, timed_out = docker_ops.wait_container(container, deadline, ctx.cancel.is_set)
+        container_s = docker_ops.run_seconds(container)
         try:
             bits, _ = container.get_archive(f"{IN_CONTAINER}/out")
             docker_ops.extract_tar(bits, collected)
@@ -282,6 +284,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             setup_s=phases.get("setup_s"),
             agent_s=phases.get("agent_s"),
             evaluate_s=phases.get("evaluate_s"),
+            container_s=container_s,
             wall_s=wall,
             overhead_s=wall - inside if phases else None,
         ),

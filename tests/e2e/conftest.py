@@ -22,7 +22,14 @@ import pytest
 from contagent.runner import docker_ops
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.run import RunSummary, run_experiments
-from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest, ToolCall, start_stub_in_thread
+from contagent.testing.llm_stub import (
+    Reply,
+    RunningStub,
+    Script,
+    StubRequest,
+    ToolCall,
+    start_stub_in_thread,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER_IMAGE = os.environ.get("CONTAGENT_RUNNER_IMAGE", "contagent-runner:latest")

@@ -115,7 +115,7 @@ def test_timeout_is_stopped_and_recorded(tmp_path: Path, stub_factory: StubFacto
     assert result.exit_codes is not None and result.exit_codes.setup == 0 and result.exit_codes.evaluate is None
     records = read_jsonl(RunPaths(tmp_path / "logs").rollout("exp_001").exchanges)
     outcomes = [r for r in records if r["type"] == "outcome"]
-    assert [r["type"] for r in records][0] == "request"
+    assert records[0]["type"] == "request"
     assert outcomes and outcomes[0]["outcome"] == "abandoned"  # the killed agent's call, recorded
 
 
