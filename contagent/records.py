@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
 OUTCOMES: tuple[str, ...] = ("completed", "incomplete", "http_error", "upstream_error", "abandoned")
