@@ -94,6 +94,8 @@ def main() -> int:
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="contagent-bench-") as tmp:
+            # One unmeasured rollout first, so that neither setting pays for cold caches.
+            measure(1, 1, args.image, stub.url, Path(tmp) / "warmup")
             for jobs in (1, 2):
                 rows.append(measure(jobs, args.rollouts, args.image, stub.url, Path(tmp) / f"jobs{jobs}"))
     finally:

@@ -118,6 +118,16 @@ def start_service(
     labels: dict[str, str],
 ) -> Any:
     """Start one service container, reachable on ``network`` as ``alias``."""
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        try:
+            client.images.pull(image)
+        except docker.errors.APIError as exc:
+            reason = str(exc.explanation or exc).splitlines()[0]
+            raise ContagentError(
+                f"service {alias!r}: image {image} is not available locally and could not be pulled ({reason})"
+            ) from None
     kwargs: dict[str, Any] = {}
     if entrypoint is not None:
         kwargs["volumes"] = {str(entrypoint.resolve()): {"bind": "/contagent/entrypoint.sh", "mode": "ro"}}

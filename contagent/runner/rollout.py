@@ -23,6 +23,7 @@ import docker.errors
 import orjson
 import requests.exceptions
 
+from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.records import (
     ExitCodes,
@@ -231,7 +232,9 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         out_dir = collected / "out"
         if (out_dir / "outcome.json").is_file():
             outcome = json.loads((out_dir / "outcome.json").read_text())
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError, ContagentError) as exc:
+        # One rollout's trouble (an image that is not there, a proxy that cannot listen) is
+        # recorded as its infra_error; the other rollouts still run.
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         log.warning("rollout %s: %s", name, error)
     finally:

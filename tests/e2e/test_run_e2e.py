@@ -258,3 +258,21 @@ def test_gc_removes_only_this_owners_leftovers(docker_client: Any, run_id: str, 
         f"container {run_id}-theirs", f"network {run_id}-theirs"
     ]
     docker_ops.remove_labelled(docker_client, theirs)
+
+
+def test_missing_service_image_is_an_infra_error_and_leaves_nothing(
+    tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]
+) -> None:
+    exps = tmp_path / "exps"
+    exp = copy_experiment("exp_001", exps)
+    spec = json.loads((exp / "experiment.json").read_text())
+    # A registry on a closed loopback port: the pull fails at once, nothing leaves the machine.
+    spec["services"] = [{"name": "db", "image": "127.0.0.1:9/contagent-missing:1"}]
+    (exp / "experiment.json").write_text(json.dumps(spec))
+    stub = stub_factory(secret_player())
+    summary = run(stub, experiments_dir=exps)
+    [result] = summary.results
+    assert result.status == "infra_error" and not summary.ok
+    assert result.error and "127.0.0.1:9/contagent-missing" in result.error
+    assert stub.requests == []
+    assert "verdict: infra_error" in RunPaths(tmp_path / "logs").result_text("exp_001").read_text()
