@@ -170,3 +170,9 @@ def test_run_config_rejects_bad_values(tmp_path: Path) -> None:
     with pytest.raises(ContagentError):
         LlmOptions(served_model_name=" ")
     assert llm.litellm_model == "openai/m"
+
+
+def test_build_refuses_a_missing_ca_bundle(tmp_path: Path) -> None:
+    proc = contagent("build", "--ca-bundle", str(tmp_path / "nope.crt"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"contagent: error: --ca-bundle {tmp_path / 'nope.crt'}: no such file"
