@@ -15,4 +15,10 @@ Async code can use :class:`RecordingProxy` directly (``await start()`` /
 from contagent.proxy.runtime import ProxyRunSummary, RunningProxy, run_proxy, start_proxy_in_thread
 from contagent.proxy.server import RecordingProxy
 
-__all__ = ["ProxyRunSummary", "RecordingProxy", "RunningProxy", "run_proxy", "start_proxy_in_thread"]
+__all__ = [
+    "ProxyRunSummary",
+    "RecordingProxy",
+    "RunningProxy",
+    "run_proxy",
+    "start_proxy_in_thread",
+]

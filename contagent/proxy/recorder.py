@@ -83,6 +83,11 @@ class Recorder:
         self._paths: dict[str, Path] = {}
         self._fds: OrderedDict[str, int] = OrderedDict()
 
+    @property
+    def known(self) -> dict[str, Path]:
+        """Rollout ids already vetted, with their log paths."""
+        return self._paths
+
     def _path(self, rollout_id: str) -> Path:
         path = self._paths.get(rollout_id)
         if path is None:
@@ -133,7 +138,9 @@ class Recorder:
                 n = os.write(fd, view)
                 view = view[n:]
         except OSError as exc:
-            raise RecordError(f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}") from exc
+            raise RecordError(
+                f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}"
+            ) from exc
 
     def append(self, rollout_id: str, record: dict[str, Any]) -> None:
         """Append one record as one line."""

@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from yarl import URL
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
@@ -39,7 +40,14 @@ _HOP_BY_HOP = frozenset(
      "trailers", "transfer-encoding", "upgrade"}
 )  # fmt: skip
 #: never forwarded: hop-by-hop, recomputed by aiohttp, or the client's credentials
-_DROP_REQUEST = _HOP_BY_HOP | {"host", "content-length", "authorization", "api-key", "x-api-key", "accept-encoding"}
+_DROP_REQUEST = _HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "authorization",
+    "api-key",
+    "x-api-key",
+    "accept-encoding",
+}
 #: aiohttp recomputes length/encoding of what it sends to the client
 _DROP_RESPONSE = _HOP_BY_HOP | {"content-length", "content-encoding"}
 _USAGE_ROUTES = ("/chat/completions", "/completions")
@@ -50,7 +58,9 @@ def _error_body(status: int, message: str, kind: str = "upstream_error") -> byte
 
 
 def _json_error(status: int, message: str, kind: str = "upstream_error") -> web.Response:
-    return web.Response(status=status, body=_error_body(status, message, kind), content_type="application/json")
+    return web.Response(
+        status=status, body=_error_body(status, message, kind), content_type="application/json"
+    )
 
 
 def _hop_tokens(headers: Any) -> frozenset[str]:
@@ -129,6 +139,7 @@ class RecordingProxy:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout,
             skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),  # a pass-through keeps no cookies of its own
         )  # fmt: skip
         server = web.Server(self._handle, handler_cancellation=True)
         self._runner = web.ServerRunner(server, handler_cancellation=True, shutdown_timeout=1.0)
@@ -139,11 +150,15 @@ class RecordingProxy:
         except OSError as exc:
             await self._runner.cleanup()
             await self._session.close()
-            raise ContagentError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
+            raise ContagentError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+            ) from exc
         sockets = self._runner.addresses
         if sockets:
             self.port = sockets[0][1]
-        log.info("recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir)
+        log.info(
+            "recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir
+        )
 
     async def stop(self) -> None:
         """Stop listening, let in-flight exchanges finish (up to ``stop_grace``), record the rest."""
@@ -171,14 +186,17 @@ class RecordingProxy:
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         raw_path = request.raw_path
         if not raw_path.startswith("/r/"):
-            return _json_error(404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found")
+            return _json_error(
+                404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found"
+            )
         rollout_id, sep, tail = raw_path[3:].partition("/")
         if not sep:
             return _json_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
-        try:
-            safe_segment(rollout_id, "rollout id")
-        except ContagentError as exc:
-            return _json_error(400, str(exc), "invalid_request_error")
+        if rollout_id not in self.recorder.known:
+            try:
+                safe_segment(rollout_id, "rollout id")
+            except ContagentError as exc:
+                return _json_error(400, str(exc), "invalid_request_error")
         task = asyncio.current_task()
         assert task is not None
         self._inflight.add(task)
@@ -187,7 +205,9 @@ class RecordingProxy:
         finally:
             self._inflight.discard(task)
 
-    async def _exchange(self, request: web.BaseRequest, rollout_id: str, path: str) -> web.StreamResponse:
+    async def _exchange(
+        self, request: web.BaseRequest, rollout_id: str, path: str
+    ) -> web.StreamResponse:
         body = await request.read()
         received = time.time()
         parsed: Any = None
@@ -204,7 +224,10 @@ class RecordingProxy:
             opts = parsed.get("stream_options")
             if not (isinstance(opts, dict) and opts.get("include_usage") is True):
                 changed = dict(parsed)
-                changed["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
+                changed["stream_options"] = {
+                    **(opts if isinstance(opts, dict) else {}),
+                    "include_usage": True,
+                }
                 forward_body = orjson.dumps(changed)
                 changes.append("stream_options.include_usage")
 
@@ -235,7 +258,9 @@ class RecordingProxy:
             )  # fmt: skip
         except RecordError as exc:
             log.error("%s", exc)
-            return _json_error(500, f"contagent proxy could not record the request: {exc}", "proxy_error")
+            return _json_error(
+                500, f"contagent proxy could not record the request: {exc}", "proxy_error"
+            )
         ex = _Exchange(self, rollout_id, index)
         return await ex.run(request, path, forward, forward_body)
 
@@ -248,9 +273,16 @@ class RecordingProxy:
 
 
 class _Exchange:
-    """One forwarded request; writes exactly one outcome record whichever way it ends."""
+    """One forwarded request; writes exactly one outcome record whichever way it ends.
 
-    __slots__ = ("chunks", "first_byte", "index", "proxy", "rollout_id", "sent_status", "started", "status")
+    The outcome is on disk before the client can see the end of the exchange:
+    a JSON body is recorded before it is sent, a stream before the chunk that
+    carries ``[DONE]`` (or before the end of the body, for streams without it).
+    """
+
+    __slots__ = (
+        "done", "first_byte", "index", "proxy", "rollout_id", "sent_status", "started", "status", "stream",
+    )  # fmt: skip
 
     def __init__(self, proxy: RecordingProxy, rollout_id: str, index: int) -> None:
         self.proxy = proxy
@@ -260,9 +292,13 @@ class _Exchange:
         self.first_byte: float | None = None
         self.status: int | None = None
         self.sent_status: int | None = None
-        self.chunks: list[bytes] | None = None
+        self.stream: _StreamState | None = None
+        self.done = False
 
     def _record(self, outcome: str, error: str | None = None, **fields: Any) -> None:
+        if self.done:
+            return
+        self.done = True
         self.proxy._finish(
             outcome_record(
                 index=self.index, rollout_id=self.rollout_id, outcome=outcome, status=self.status,
@@ -278,7 +314,7 @@ class _Exchange:
         assert proxy._session is not None
         try:
             async with proxy._session.request(
-                request.method, proxy.upstream + path, data=body or None, headers=headers,
+                request.method, URL(proxy.upstream + path, encoded=True), data=body or None, headers=headers,
                 allow_redirects=False,
             ) as up:  # fmt: skip
                 self.first_byte = time.time()
@@ -289,11 +325,11 @@ class _Exchange:
                 if up.headers.get("Content-Type", "").startswith("text/event-stream"):
                     return await self._relay_stream(request, up, out_headers)
                 data = await up.read()
-                resp = web.Response(status=up.status, body=data, headers=out_headers)
                 self.sent_status = up.status
+                self._record_body(data)
+                resp = web.Response(status=up.status, body=data, headers=out_headers)
                 await resp.prepare(request)
                 await resp.write_eof()
-                self._record_body(data)
                 return resp
         except asyncio.CancelledError:
             self._record_cut(None)
@@ -318,8 +354,8 @@ class _Exchange:
             outcome, error = "upstream_error", "proxy stopped before the exchange ended"
         else:
             outcome, error = "abandoned", why or "client disconnected"
-        if self.chunks is not None:
-            self._record(outcome, error, **_stream_fields(b"".join(self.chunks))[0])
+        if self.stream is not None:
+            self._record(outcome, error, **self.stream.fields()[0])
         else:
             self._record(outcome, error)
 
@@ -331,7 +367,9 @@ class _Exchange:
         if parsed is None and data:
             text = data.decode("utf-8", "replace")
             if self.status == 200:
-                self._record("upstream_error", "upstream body is not valid JSON", response_text=text)
+                self._record(
+                    "upstream_error", "upstream body is not valid JSON", response_text=text
+                )
             else:
                 self._record("http_error", f"http status {self.status}", response_text=text)
             return
@@ -341,12 +379,27 @@ class _Exchange:
                 fields["usage"] = parsed["usage"]
             choices = parsed.get("choices")
             if isinstance(choices, list):
-                fields["finish_reasons"] = [c.get("finish_reason") if isinstance(c, dict) else None for c in choices]
+                fields["finish_reasons"] = [
+                    c.get("finish_reason") if isinstance(c, dict) else None for c in choices
+                ]
         if self.status != 200:
             self._record("http_error", f"http status {self.status}", **fields)
             return
         ok, why = completeness(self.status, parsed)
         self._record("completed" if ok else "incomplete", why, **fields)
+
+    def _record_stream(self, broke: str | None) -> None:
+        assert self.stream is not None
+        fields, fault = self.stream.fields()
+        if broke is not None:
+            self._record("upstream_error", broke, **fields)
+        elif self.status != 200:
+            self._record("http_error", f"http status {self.status}", **fields)
+        elif fault:
+            self._record("upstream_error", fault, **fields)
+        else:
+            ok, why = completeness(self.status, fields["response"])
+            self._record("completed" if ok else "incomplete", why, **fields)
 
     async def _relay_stream(
         self, request: web.BaseRequest, up: aiohttp.ClientResponse, headers: list[tuple[str, str]]
@@ -354,64 +407,100 @@ class _Exchange:
         resp = web.StreamResponse(status=up.status, headers=headers)
         self.sent_status = up.status
         await resp.prepare(request)
-        chunks: list[bytes] = []
-        self.chunks = chunks
+        state = self.stream = _StreamState()
         broke: str | None = None
         try:
             async for chunk in up.content.iter_any():
+                if not self.done and b"[DONE]" in chunk:
+                    state.add(chunk)
+                    if state.saw_done():
+                        self._record_stream(None)  # on disk before the client sees the end
+                    await resp.write(chunk)
+                    continue
                 await resp.write(chunk)
-                chunks.append(chunk)
+                if self.done:
+                    log.warning(
+                        "%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index
+                    )
+                else:
+                    state.add(chunk)
         except TimeoutError:
             broke = "upstream timed out mid-stream"
-        except aiohttp.ClientPayloadError as exc:
-            broke = f"upstream stream broke: {exc}"
         except aiohttp.ClientConnectionResetError:
             raise  # the client's side; handled as abandoned by run()
         except (aiohttp.ClientError, OSError) as exc:
             broke = f"upstream stream broke: {exc}"
-        raw = b"".join(chunks)
         if broke is not None:
             up.close()
             # finish a half-sent event first so the error arrives as an event of its own
-            sep = b"" if not raw or raw.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")) else b"\n\n"
+            sep = b"" if state.at_boundary() else b"\n\n"
+            self._record_stream(broke)
             code = 504 if "timed out" in broke else 502
             await resp.write(sep + b"data: " + _error_body(code, broke) + b"\n\n")
-        await resp.write_eof()
-        fields, malformed = _stream_fields(raw)
-        if broke is not None:
-            self._record("upstream_error", broke, **fields)
-        elif self.status != 200:
-            self._record("http_error", f"http status {self.status}", **fields)
-        elif malformed:
-            self._record("upstream_error", malformed, **fields)
         else:
-            ok, why = completeness(self.status, fields["response"])
-            self._record("completed" if ok else "incomplete", why, **fields)
+            self._record_stream(None)
+        await resp.write_eof()
         return resp
 
 
-def _stream_fields(raw: bytes) -> tuple[dict[str, Any], str | None]:
-    """Outcome fields of a (possibly partial) SSE body, and a fault found in it, if any."""
-    parser = SSEParser()
-    events = parser.feed(raw)
-    last, tail = parser.close()
-    events.extend(last)
-    asm = StreamAssembler()
-    for payload in events:
-        asm.feed(payload)
-    fault = None
-    if asm.malformed:
-        fault = f"{asm.malformed} stream event(s) are not valid JSON"
-    elif tail:
-        fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
-    elif not events:
-        fault = "stream carried no events"
-    fields = {
-        "response": asm.result(),
-        "stream_events": events,
-        "usage": asm.usage,
-        "finish_reasons": asm.finish_reasons,
-    }
-    if tail:
-        fields["response_text"] = tail.decode("utf-8", "replace")
-    return fields, fault
+class _StreamState:
+    """What a relayed stream carried so far.
+
+    Chunks are only collected while they flow, and parsed when the record is
+    due: the per-event work then never competes with relaying the next chunk.
+    """
+
+    __slots__ = ("asm", "events", "parser", "pending")
+
+    def __init__(self) -> None:
+        self.parser = SSEParser()
+        self.asm = StreamAssembler()
+        self.events: list[str] = []
+        self.pending: list[bytes] = []
+
+    def add(self, chunk: bytes) -> None:
+        self.pending.append(chunk)
+
+    def _parse(self) -> None:
+        if not self.pending:
+            return
+        data = b"".join(self.pending)
+        self.pending.clear()
+        events = self.parser.feed(data)
+        self.events.extend(events)
+        feed = self.asm.feed
+        for payload in events:
+            feed(payload)
+
+    def saw_done(self) -> bool:
+        self._parse()
+        return bool(self.events) and self.events[-1] == "[DONE]"
+
+    def at_boundary(self) -> bool:
+        self._parse()
+        return self.parser.at_boundary
+
+    def fields(self) -> tuple[dict[str, Any], str | None]:
+        """Outcome fields of what arrived so far, and a fault found in it, if any."""
+        self._parse()
+        last, tail = self.parser.close()
+        for payload in last:
+            self.events.append(payload)
+            self.asm.feed(payload)
+        asm = self.asm
+        fault = None
+        if asm.malformed:
+            fault = f"{asm.malformed} stream event(s) are not valid JSON"
+        elif tail:
+            fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
+        elif not self.events:
+            fault = "stream carried no events"
+        fields: dict[str, Any] = {
+            "response": asm.result(),
+            "stream_events": self.events,
+            "usage": asm.usage,
+            "finish_reasons": asm.finish_reasons,
+        }
+        if tail:
+            fields["response_text"] = tail.decode("utf-8", "replace")
+        return fields, fault

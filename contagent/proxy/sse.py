@@ -19,7 +19,9 @@ from typing import Any
 
 import orjson
 
-_TERMINAL_RESPONSE_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TERMINAL_RESPONSE_EVENTS = frozenset(
+    {"response.completed", "response.incomplete", "response.failed"}
+)
 
 
 class SSEParser:
@@ -42,9 +44,22 @@ class SSEParser:
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if keep_cr:
                 data += b"\r"
+        out: list[str] = []
+        if not self._data and b"\n\n" in data:
+            # fast path for whole events: servers send "data: <json>\n\n", one line each
+            blocks = data.split(b"\n\n")
+            data = blocks.pop()
+            for block in blocks:
+                if block.startswith(b"data: ") and b"\n" not in block:
+                    out.append(block[6:].decode("utf-8", "replace"))
+                else:
+                    self._lines([*block.split(b"\n"), b""], out)
         lines = data.split(b"\n")
         self._buf = lines.pop()
-        out: list[str] = []
+        self._lines(lines, out)
+        return out
+
+    def _lines(self, lines: list[bytes], out: list[str]) -> None:
         for line in lines:
             if not line:
                 if self._data:
@@ -56,7 +71,6 @@ class SSEParser:
             elif line == b"data":
                 self._data.append(b"")
             # comments (":...") and other fields (event, id, retry) carry nothing we keep
-        return out
 
     @property
     def at_boundary(self) -> bool:
@@ -223,7 +237,11 @@ class StreamAssembler:
             acc = self._choices[idx]
             if self._kind == "text":
                 choices.append(
-                    {"index": idx, "text": "".join(acc["text"]), "finish_reason": acc["finish_reason"]}
+                    {
+                        "index": idx,
+                        "text": "".join(acc["text"]),
+                        "finish_reason": acc["finish_reason"],
+                    }
                 )
                 continue
             message: dict[str, Any] = {
@@ -237,11 +255,16 @@ class StreamAssembler:
                     {
                         "id": t["id"],
                         "type": t["type"],
-                        "function": {"name": "".join(t["name"]), "arguments": "".join(t["arguments"])},
+                        "function": {
+                            "name": "".join(t["name"]),
+                            "arguments": "".join(t["arguments"]),
+                        },
                     }
                     for _, t in sorted(acc["tools"].items())
                 ]
-            choices.append({"index": idx, "message": message, "finish_reason": acc["finish_reason"]})
+            choices.append(
+                {"index": idx, "message": message, "finish_reason": acc["finish_reason"]}
+            )
         out: dict[str, Any] = {
             "id": self._id,
             "object": "text_completion" if self._kind == "text" else "chat.completion",

@@ -73,7 +73,9 @@ class Error:
     """An HTTP error status with a body (a dict is sent as JSON)."""
 
     status: int
-    body: bytes | str | dict[str, Any] = b'{"error": {"message": "stub error", "type": "server_error"}}'
+    body: bytes | str | dict[str, Any] = (
+        b'{"error": {"message": "stub error", "type": "server_error"}}'
+    )
     delay: float = 0.0
 
 
@@ -139,7 +141,11 @@ def _usage(req: StubRequest, reply: Reply) -> dict[str, int]:
     out_chars = len(reply.content or "") + len(reply.reasoning_content or "")
     out_chars += sum(len(t.name) + len(t.arguments_json) for t in reply.tool_calls)
     prompt, completion = max(1, len(req.body) // 4), max(1, out_chars // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _split(text: str, n: int) -> list[str]:
@@ -179,13 +185,22 @@ def _finish(reply: Reply) -> str | None:
 
 def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
     """The chunk events of ``reply`` as a vLLM-style chat stream, ``[DONE]`` included."""
-    head = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": reply.model or _model(req)}
+    head = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": reply.model or _model(req),
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return orjson.dumps({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).decode()
+        return orjson.dumps(
+            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        ).decode()
 
     out = [chunk({"role": "assistant", "content": ""})]
-    for part in _split(reply.reasoning_content or "", reply.chunks) if reply.reasoning_content else []:
+    for part in (
+        _split(reply.reasoning_content or "", reply.chunks) if reply.reasoning_content else []
+    ):
         out.append(chunk({"reasoning_content": part}))
     for part in _split(reply.content, reply.chunks) if reply.content else []:
         out.append(chunk({"content": part}))
@@ -242,11 +257,33 @@ class LLMStub:
         req = StubRequest(0, "POST", "/v1/chat/completions", {}, b"", {"model": "stub"})
         self._fast_json = orjson.dumps(completion_json(req, Reply(content=fast.content), "fast"))
         head = {"id": "fast", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
-        events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+        events = [
+            {
+                **head,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        ]
         for _ in range(fast.stream_chunks - 3):
-            events.append({**head, "choices": [{"index": 0, "delta": {"content": fast.chunk_text}, "finish_reason": None}]})
+            events.append(
+                {
+                    **head,
+                    "choices": [
+                        {"index": 0, "delta": {"content": fast.chunk_text}, "finish_reason": None}
+                    ],
+                }
+            )
         events.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        usage = {"prompt_tokens": 10, "completion_tokens": fast.stream_chunks, "total_tokens": fast.stream_chunks + 10}
+        usage = {
+            "prompt_tokens": 10,
+            "completion_tokens": fast.stream_chunks,
+            "total_tokens": fast.stream_chunks + 10,
+        }
         events.append({**head, "choices": [], "usage": usage})
         self._fast_stream = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
         self._fast_stream.append(b"data: [DONE]\n\n")
@@ -259,14 +296,26 @@ class LLMStub:
             parsed = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
             parsed = None
-        req = StubRequest(next(self._counter), request.method, request.raw_path, dict(request.headers), body, parsed)
+        req = StubRequest(
+            next(self._counter),
+            request.method,
+            request.raw_path,
+            dict(request.headers),
+            body,
+            parsed,
+        )
         self.requests.append(req)
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
-            data = {"object": "list", "data": [{"id": "stub", "object": "model", "created": 0, "owned_by": "contagent"}]}
+            data = {
+                "object": "list",
+                "data": [{"id": "stub", "object": "model", "created": 0, "owned_by": "contagent"}],
+            }
             return web.json_response(data, dumps=lambda o: orjson.dumps(o).decode())
         move = self._next_move(req)
         if move is None:
-            return web.json_response({"error": {"message": "stub script exhausted", "type": "stub"}}, status=500)
+            return web.json_response(
+                {"error": {"message": "stub script exhausted", "type": "stub"}}, status=500
+            )
         try:
             return await self._play(request, req, move)
         except (asyncio.CancelledError, ConnectionResetError):
@@ -279,7 +328,9 @@ class LLMStub:
         assert callable(self._script)
         return self._script(req)
 
-    async def _play(self, request: web.BaseRequest, req: StubRequest, move: Move) -> web.StreamResponse:
+    async def _play(
+        self, request: web.BaseRequest, req: StubRequest, move: Move
+    ) -> web.StreamResponse:
         delay = getattr(move, "delay", 0.0)
         if delay:
             await asyncio.sleep(delay)
@@ -287,21 +338,34 @@ class LLMStub:
         if isinstance(move, Reset):
             return await self._reset(request)
         if isinstance(move, Error):
-            body = move.body if isinstance(move.body, bytes) else (
-                move.body.encode() if isinstance(move.body, str) else orjson.dumps(move.body))
+            body = (
+                move.body
+                if isinstance(move.body, bytes)
+                else (move.body.encode() if isinstance(move.body, str) else orjson.dumps(move.body))
+            )
             return web.Response(status=move.status, body=body, content_type="application/json")
         if isinstance(move, Raw):
             return web.Response(status=move.status, body=move.body, content_type=move.content_type)
         if isinstance(move, Events):
             return await self._sse(request, list(move.payloads), move.chunk_delay, move.cut_after)
         if req.stream:
-            return await self._sse(request, stream_payloads(req, move, cid), move.chunk_delay, move.cut_after)
-        return web.Response(body=orjson.dumps(completion_json(req, move, cid)), content_type="application/json")
+            return await self._sse(
+                request, stream_payloads(req, move, cid), move.chunk_delay, move.cut_after
+            )
+        return web.Response(
+            body=orjson.dumps(completion_json(req, move, cid)), content_type="application/json"
+        )
 
     async def _sse(
-        self, request: web.BaseRequest, payloads: list[str], chunk_delay: float, cut_after: int | None
+        self,
+        request: web.BaseRequest,
+        payloads: list[str],
+        chunk_delay: float,
+        cut_after: int | None,
     ) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         for n, payload in enumerate(payloads):
             if cut_after is not None and n >= cut_after:
@@ -323,7 +387,9 @@ class LLMStub:
         return web.Response(status=500)
 
     async def _fast(self, request: web.BaseRequest, body: bytes) -> web.StreamResponse:
-        self.requests.append(StubRequest(next(self._counter), request.method, request.raw_path, {}, b"", None))
+        self.requests.append(
+            StubRequest(next(self._counter), request.method, request.raw_path, {}, b"", None)
+        )
         if b'"stream":true' not in body and b'"stream": true' not in body:
             return web.Response(body=self._fast_json, content_type="application/json")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -66,7 +66,9 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def exchanges(record_dir: Path, rollout_id: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+def exchanges(
+    record_dir: Path, rollout_id: str
+) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     """(request, outcome) pairs by index; asserts dense indices and one outcome each at most."""
     recs = read_log(record_dir / rollout_id / "exchanges.jsonl")
     reqs = {r["index"]: r for r in recs if r["type"] == "request"}
@@ -102,7 +104,9 @@ def http(method: str, url: str, *, json: Any = None, content: bytes | None = Non
     if json is not None:
         hdrs.setdefault("content-type", "application/json")
     try:
-        conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=hdrs)
+        conn.request(
+            method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=hdrs
+        )
         r = conn.getresponse()
         return Resp(r.status, r.read())
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-
 import orjson
 
 from contagent.testing.llm_stub import Error, Events, Reply, ToolCall
@@ -18,7 +17,9 @@ TOOLS = [{"type": "function", "function": {"name": "terminal", "parameters": {"t
 def test_non_streaming_completion_is_recorded_as_sent(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply(content="hello there")])
     proxy = proxy_factory(stub.url)
-    resp = client(proxy).chat.completions.create(model="m", messages=MSGS, tools=TOOLS, extra_headers={"x-litellm-session-id": "conv-1"})
+    resp = client(proxy).chat.completions.create(
+        model="m", messages=MSGS, tools=TOOLS, extra_headers={"x-litellm-session-id": "conv-1"}
+    )
     assert resp.choices[0].message.content == "hello there"
 
     [(req, out)] = exchanges(tmp_path / "records", "r1")
@@ -48,7 +49,11 @@ def test_stream_passes_through_and_is_reassembled(stub_factory, proxy_factory, t
     # the client never asked for usage; the proxy did, and the client sees the usage chunk
     assert chunks[-1].usage is not None and chunks[-1].choices == []
     got_args = "".join(
-        tc.function.arguments or "" for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or []) if tc.index == 0
+        tc.function.arguments or ""
+        for c in chunks
+        for ch in c.choices
+        for tc in (ch.delta.tool_calls or [])
+        if tc.index == 0
     )
     assert json.loads(got_args) == args
 
@@ -74,15 +79,28 @@ def test_stream_passes_through_and_is_reassembled(stub_factory, proxy_factory, t
 def test_client_usage_request_is_not_changed(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply(content="x")])
     proxy = proxy_factory(stub.url)
-    body = {"model": "m", "messages": MSGS, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "m",
+        "messages": MSGS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     list(client(proxy).chat.completions.create(**body))
     [(req, _)] = exchanges(tmp_path / "records", "r1")
     assert req["upstream_changes"] == []
-    assert stub.requests[0].body == orjson.dumps(req["body"]) or orjson.loads(stub.requests[0].body) == req["body"]
+    assert (
+        stub.requests[0].body == orjson.dumps(req["body"])
+        or orjson.loads(stub.requests[0].body) == req["body"]
+    )
 
 
 def test_length_finish_is_incomplete(stub_factory, proxy_factory, tmp_path):
-    stub = stub_factory([Reply(content="truncat", finish_reason="length"), Reply(content="cut", finish_reason="length")])
+    stub = stub_factory(
+        [
+            Reply(content="truncat", finish_reason="length"),
+            Reply(content="cut", finish_reason="length"),
+        ]
+    )
     proxy = proxy_factory(stub.url)
     c = client(proxy)
     c.chat.completions.create(model="m", messages=MSGS)
@@ -93,7 +111,9 @@ def test_length_finish_is_incomplete(stub_factory, proxy_factory, tmp_path):
     assert "length" in pairs[0][1]["error"]
 
 
-def test_models_and_unknown_routes_are_forwarded_and_recorded(stub_factory, proxy_factory, tmp_path):
+def test_models_and_unknown_routes_are_forwarded_and_recorded(
+    stub_factory, proxy_factory, tmp_path
+):
     stub = stub_factory([Error(404, {"error": {"message": "no such route"}})])
     proxy = proxy_factory(stub.url)
     assert [m.id for m in client(proxy).models.list()] == ["stub"]
@@ -103,14 +123,27 @@ def test_models_and_unknown_routes_are_forwarded_and_recorded(stub_factory, prox
     assert mreq["method"] == "GET" and mreq["path"] == "/v1/models" and mreq["body"] is None
     assert mreq["body_bytes"] == 0
     assert mout["outcome"] == "completed" and mout["response"]["data"][0]["id"] == "stub"
-    assert ureq["path"] == "/v1/no/such/thing?x=1" and stub.requests[1].path == "/v1/no/such/thing?x=1"
+    assert (
+        ureq["path"] == "/v1/no/such/thing?x=1" and stub.requests[1].path == "/v1/no/such/thing?x=1"
+    )
     assert uout["outcome"] == "http_error" and uout["status"] == 404
 
 
 def test_responses_api_stream_takes_the_completed_response(stub_factory, proxy_factory, tmp_path):
-    final = {"id": "resp_1", "object": "response", "status": "completed", "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}], "usage": {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}}
+    final = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}],
+        "usage": {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4},
+    }
     events = [
-        json.dumps({"type": "response.created", "response": {**final, "status": "in_progress", "output": []}}),
+        json.dumps(
+            {
+                "type": "response.created",
+                "response": {**final, "status": "in_progress", "output": []},
+            }
+        ),
         json.dumps({"type": "response.output_text.delta", "delta": "hi"}),
         json.dumps({"type": "response.completed", "response": final}),
     ]
@@ -120,13 +153,21 @@ def test_responses_api_stream_takes_the_completed_response(stub_factory, proxy_f
     assert got[-1].type == "response.completed"
     [(req, out)] = exchanges(tmp_path / "records", "r1")
     assert req["path"] == "/v1/responses" and req["upstream_changes"] == []
-    assert out["outcome"] == "completed" and out["response"] == final and out["usage"] == final["usage"]
+    assert (
+        out["outcome"] == "completed"
+        and out["response"] == final
+        and out["usage"] == final["usage"]
+    )
 
 
-def test_secrets_never_recorded_and_upstream_gets_its_own_key(stub_factory, proxy_factory, tmp_path):
+def test_secrets_never_recorded_and_upstream_gets_its_own_key(
+    stub_factory, proxy_factory, tmp_path
+):
     stub = stub_factory([Reply(), Reply(), Error(401, {"error": {"message": "bad key"}})])
     proxy = proxy_factory(stub.url)
-    c = client(proxy, default_headers={"api-key": CLIENT_KEY, "x-api-key": CLIENT_KEY, "Cookie": "s=1"})
+    c = client(
+        proxy, default_headers={"api-key": CLIENT_KEY, "x-api-key": CLIENT_KEY, "Cookie": "s=1"}
+    )
     c.chat.completions.create(model="m", messages=MSGS)
     list(c.chat.completions.create(model="m", messages=MSGS, stream=True))
     try:
@@ -164,7 +205,12 @@ def test_unsafe_rollout_id_is_refused(stub_factory, proxy_factory, tmp_path):
 def test_non_json_request_body_is_recorded_as_text(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply()])
     proxy = proxy_factory(stub.url)
-    r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", content=b"not json \xff", headers={"content-type": "text/plain"})
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        content=b"not json \xff",
+        headers={"content-type": "text/plain"},
+    )
     assert r.status_code == 200
     [(req, _)] = exchanges(tmp_path / "records", "r1")
     assert req["body"] is None and req["body_text"] == "not json \ufffd" and req["body_bytes"] == 10

@@ -1,0 +1,202 @@
+"""Every fault is recorded with its own outcome and never passed off as success."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import openai
+import pytest
+
+from contagent.testing.llm_stub import Error, Raw, Reply, Reset
+from tests.proxy.conftest import client, exchanges, http
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def test_upstream_refused_gives_502(proxy_factory, tmp_path):
+    proxy = proxy_factory(f"http://127.0.0.1:{_free_port()}")
+    with pytest.raises(openai.InternalServerError) as err:
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert err.value.status_code == 502
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert (
+        out["outcome"] == "upstream_error" and out["status"] is None and out["client_status"] == 502
+    )
+    assert "unreachable" in out["error"] and out["first_byte"] is None
+
+
+def test_upstream_reset_gives_502(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reset()])
+    proxy = proxy_factory(stub.url)
+    with pytest.raises(openai.InternalServerError) as err:
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert err.value.status_code == 502
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error" and out["client_status"] == 502
+
+
+def test_upstream_timeout_gives_504(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(delay=2.0)])
+    proxy = proxy_factory(stub.url, upstream_timeout=0.3)
+    with pytest.raises(openai.APIStatusError) as err:
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert err.value.status_code == 504
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert (
+        out["outcome"] == "upstream_error"
+        and out["client_status"] == 504
+        and "timed out" in out["error"]
+    )
+    wait_for(lambda: stub.cancelled == [0])  # the proxy gave up on it: the upstream must see that
+
+
+def test_upstream_timeout_mid_stream_is_an_error_event(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory(
+        [
+            Reply(content="abcdef", chunks=6, chunk_delay=0.05),
+            Reply(content="abcdef", chunks=3, chunk_delay=1.0),
+        ]
+    )
+    proxy = proxy_factory(stub.url, upstream_timeout=0.4)
+    c = client(proxy)
+    assert (
+        len(list(c.chat.completions.create(model="m", messages=MSGS, stream=True))) > 6
+    )  # slow but steady is fine
+    got = []
+    with pytest.raises(openai.APIError, match="timed out"):
+        for chunk in c.chat.completions.create(model="m", messages=MSGS, stream=True):
+            got.append(chunk)
+    assert got, "what arrived before the stall reached the client"
+    (_, ok), (_, out) = exchanges(tmp_path / "records", "r1")
+    assert ok["outcome"] == "completed"
+    assert out["outcome"] == "upstream_error" and out["status"] == 200
+    assert out["stream_events"] and "[DONE]" not in out["stream_events"]
+
+
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+def test_upstream_http_errors_pass_through_verbatim(stub_factory, proxy_factory, tmp_path, status):
+    body = b'{"error": {"message": "nope", "type": "x", "code": %d}, "extra": [1, 2]}' % status
+    stub = stub_factory([Error(status, body), Error(status, body)])
+    proxy = proxy_factory(stub.url)
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        json={"model": "m", "messages": MSGS},
+    )
+    assert r.status_code == status and r.content == body
+    with pytest.raises(openai.APIStatusError) as err:
+        client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True)
+    assert err.value.status_code == status
+    for _, out in exchanges(tmp_path / "records", "r1"):
+        assert out["outcome"] == "http_error" and out["status"] == status == out["client_status"]
+        assert out["response"] == {
+            "error": {"message": "nope", "type": "x", "code": status},
+            "extra": [1, 2],
+        }
+
+
+def test_stream_cut_midway_is_an_error_for_client_and_record(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="one two three four five", chunks=5, cut_after=3)])
+    proxy = proxy_factory(stub.url)
+    got = []
+    with pytest.raises(openai.APIError, match="stream broke"):
+        for chunk in client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True):
+            got.append(chunk)
+    assert len(got) == 3
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error" and "broke" in out["error"]
+    assert len(out["stream_events"]) == 3
+    arrived = "".join(c.choices[0].delta.content or "" for c in got)
+    assert arrived and out["response"]["choices"][0]["message"]["content"] == arrived
+    assert out["finish_reasons"] == [None]
+
+
+def test_malformed_upstream_json_is_recorded_raw(stub_factory, proxy_factory, tmp_path):
+    body = b'{"id": "x", "choices": [{"message": {"content": "hal'
+    stub = stub_factory([Raw(body)])
+    proxy = proxy_factory(stub.url)
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        json={"model": "m", "messages": MSGS},
+    )
+    assert r.status_code == 200 and r.content == body  # passed on as is
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error" and out["response"] is None
+    assert out["response_text"] == body.decode()
+
+
+def test_malformed_stream_event_is_a_fault(stub_factory, proxy_factory, tmp_path):
+    from contagent.testing.llm_stub import Events
+
+    stub = stub_factory(
+        [Events(['{"id":"a","object":"chat.completion.chunk","choices":[]}', "{broken", "[DONE]"])]
+    )
+    proxy = proxy_factory(stub.url)
+    r = http(
+        "POST",
+        proxy.rollout_base_url("r1") + "/chat/completions",
+        json={"model": "m", "stream": True},
+    )
+    assert r.status_code == 200 and b"{broken" in r.content
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error" and "not valid JSON" in out["error"]
+    assert out["stream_events"][1] == "{broken"
+
+
+def test_client_disconnect_mid_stream_cancels_upstream(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="a" * 50, chunks=50, chunk_delay=0.05)])
+    proxy = proxy_factory(stub.url)
+    stream = client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True)
+    it = iter(stream)
+    for _ in range(3):
+        next(it)
+    stream.close()
+    t0 = time.monotonic()
+    wait_for(lambda: stub.cancelled == [0], timeout=2.0)
+    assert time.monotonic() - t0 < 1.0, (
+        "upstream must be cancelled at once, not at the end of the stream"
+    )
+    wait_for(lambda: b'"type":"outcome"' in (tmp_path / "records/r1/exchanges.jsonl").read_bytes())
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "abandoned"
+    assert 3 <= len(out["stream_events"]) < 50
+    assert out["response"]["choices"][0]["message"]["content"].startswith("aa")
+
+
+def test_client_disconnect_while_waiting_cancels_upstream(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(delay=5.0)])
+    proxy = proxy_factory(stub.url)
+    with pytest.raises(openai.APITimeoutError):
+        client(proxy, timeout=0.3).chat.completions.create(model="m", messages=MSGS)
+    wait_for(lambda: stub.cancelled == [0], timeout=2.0)
+    wait_for(lambda: b'"type":"outcome"' in (tmp_path / "records/r1/exchanges.jsonl").read_bytes())
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "abandoned" and out["status"] is None and out["response"] is None
+
+
+def test_retries_are_the_agents_and_all_recorded(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Error(503), Reply(content="second try")])
+    proxy = proxy_factory(stub.url)
+    resp = client(proxy, max_retries=1).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "second try"
+    (r0, o0), (r1, o1) = exchanges(tmp_path / "records", "r1")
+    assert r0["body_sha256"] == r1["body_sha256"]
+    assert r1["headers"]["x-stainless-retry-count"] == "1"
+    assert (o0["outcome"], o1["outcome"]) == ("http_error", "completed")
+    assert len(stub.requests) == 2  # the proxy itself never retried

@@ -1,0 +1,218 @@
+"""The raw log under concurrency, restarts, crashes and shutdowns; the CLI around it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import openai
+import orjson
+import pytest
+
+from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
+from tests.proxy.conftest import client, exchanges, read_log
+from tests.proxy.test_faults import wait_for
+
+MSGS = [{"role": "user", "content": "hi"}]
+CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]
+
+
+def test_concurrent_rollouts_write_separate_dense_logs(stub_factory, proxy_factory, tmp_path):
+    def script(req: StubRequest) -> Reply:
+        big = "x" * (20_000 if req.index % 3 == 0 else 10)  # long lines make torn writes likelier
+        return Reply(content=big, tool_calls=[ToolCall("terminal", {"command": "ls"})], chunks=7)
+
+    stub = stub_factory(script)
+    proxy = proxy_factory(stub.url)
+    rollouts, per_rollout = [f"roll-{i}" for i in range(8)], 12
+
+    def agent(rid: str) -> None:
+        c = client(proxy, rid)
+        for step in range(per_rollout):
+            msgs = [*MSGS, {"role": "user", "content": f"{rid} step {step}"}]
+            if step % 2:
+                list(c.chat.completions.create(model="m", messages=msgs, stream=True))
+            else:
+                c.chat.completions.create(model="m", messages=msgs)
+
+    with ThreadPoolExecutor(len(rollouts)) as pool:
+        list(pool.map(agent, rollouts))
+    for rid in rollouts:
+        pairs = exchanges(tmp_path / "records", rid)
+        assert len(pairs) == per_rollout
+        for step, (req, out) in enumerate(pairs):
+            assert req["rollout_id"] == rid == out["rollout_id"]
+            # arrival order: each agent waits for its previous answer, so index == step
+            assert req["body"]["messages"][-1]["content"] == f"{rid} step {step}"
+            assert out["outcome"] == "completed"
+        kinds = [r["type"] for r in read_log(tmp_path / "records" / rid / "exchanges.jsonl")]
+        assert kinds == ["request", "outcome"] * per_rollout
+
+
+def test_restart_continues_indices(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply()] * 5)
+    first = proxy_factory(stub.url)
+    c = client(first)
+    c.chat.completions.create(model="m", messages=MSGS)
+    c.chat.completions.create(model="m", messages=MSGS)
+    first.stop()
+    second = proxy_factory(stub.url)
+    client(second).chat.completions.create(model="m", messages=MSGS)
+    client(second, "other").chat.completions.create(model="m", messages=MSGS)
+    assert [r["index"] for r, _ in exchanges(tmp_path / "records", "r1")] == [0, 1, 2]
+    assert [r["index"] for r, _ in exchanges(tmp_path / "records", "other")] == [0]
+
+
+def test_torn_last_line_is_fenced_off(stub_factory, proxy_factory, tmp_path, caplog):
+    log = tmp_path / "records" / "r1" / "exchanges.jsonl"
+    log.parent.mkdir(parents=True)
+    stub = stub_factory([Reply(), Reply()])
+    proxy = proxy_factory(stub.url)
+    client(proxy).chat.completions.create(model="m", messages=MSGS)
+    proxy.stop()
+    intact = log.read_bytes()
+    log.write_bytes(intact + b'{"schema_version":1,"index":1,"rollout_id":"r1","type":"requ')
+    with caplog.at_level("WARNING"):
+        proxy = proxy_factory(stub.url)
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+        proxy.stop()
+    assert "torn" in caplog.text
+    lines = log.read_bytes().split(b"\n")
+    assert lines[2].endswith(b'"type":"requ') and lines[-1] == b""
+    new = [orjson.loads(x) for x in lines[3:-1]]
+    assert [(r["type"], r["index"]) for r in new] == [("request", 1), ("outcome", 1)]
+
+
+def test_stop_finishes_in_flight_records(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="a" * 40, chunks=40, chunk_delay=0.05), Reply(delay=0.3)])
+    proxy = proxy_factory(stub.url, stop_grace=0.2)
+    errors: list[BaseException] = []
+
+    def slow_stream() -> None:
+        try:
+            list(client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True))
+        except openai.APIError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=slow_stream)
+    t.start()
+    wait_for(lambda: len(stub.requests) == 1)
+    proxy.stop()
+    t.join(10)
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error" and "proxy stopped" in out["error"]
+    assert out["stream_events"], "what arrived is kept"
+    assert errors, "the client must see the cut, never a clean end"
+    wait_for(lambda: stub.cancelled == [0])
+
+
+def _start_cli(
+    stub_url: str, record_dir: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*CLI, "proxy", "--upstream", stub_url, "--record-dir", str(record_dir), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    line = proc.stdout.readline() if proc.stdout else ""
+    assert line.startswith("contagent proxy listening on http://127.0.0.1:"), line + (
+        proc.stderr.read() if proc.stderr else ""
+    )
+    return proc, line.split()[4]
+
+
+def _post_in_thread(url: str, **kw) -> threading.Thread:
+    def go() -> None:
+        try:
+            openai.OpenAI(
+                base_url=url, api_key="k", max_retries=0, timeout=20
+            ).chat.completions.create(model="m", messages=MSGS, **kw)
+        except openai.APIError:
+            pass
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def test_sigkilled_proxy_leaves_request_without_outcome(stub_factory, tmp_path, proxy_factory):
+    stub = stub_factory([Reply(delay=3.0), Reply(content="after restart")])
+    proc, url = _start_cli(stub.url, tmp_path / "records")
+    try:
+        log = tmp_path / "records" / "r1" / "exchanges.jsonl"
+        t = _post_in_thread(f"{url}/r/r1/v1")
+        wait_for(lambda: log.exists() and log.read_bytes().endswith(b"\n"))
+        wait_for(lambda: len(stub.requests) == 1)  # in flight upstream
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+    t.join(10)
+    [(req, out)] = exchanges(tmp_path / "records", "r1")
+    assert req["index"] == 0 and out is None
+    proxy = proxy_factory(stub.url)
+    resp = client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "after restart"
+    pairs = exchanges(tmp_path / "records", "r1")
+    assert [(r["index"], o and o["outcome"]) for r, o in pairs] == [(0, None), (1, "completed")]
+
+
+def test_cli_sigterm_finishes_in_flight_then_exits(stub_factory, tmp_path):
+    stub = stub_factory([Reply(delay=1.0, content="late but whole")])
+    proc, url = _start_cli(stub.url, tmp_path / "records", "--upstream-api-key-env", "UPKEY",
+                           env={"UPKEY": "sk-from-env"})  # fmt: skip
+    try:
+        t = _post_in_thread(f"{url}/r/r1/v1")
+        wait_for(lambda: len(stub.requests) == 1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    t.join(10)
+    assert proc.returncode == 0, err
+    assert "1 exchanges recorded (completed 1)" in err
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "completed"
+    assert stub.requests[0].headers["Authorization"] == "Bearer sk-from-env"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["--upstream", "http://127.0.0.1:9", "--upstream-api-key-env", "NOPE_UNSET"],
+            {},
+            "NOPE_UNSET is not set",
+        ),
+        (["--upstream", "ftp://example.invalid"], {}, "is not an http(s) URL"),
+        (["--upstream", "http://127.0.0.1:9", "--upstream-timeout", "0"], {}, "must be positive"),
+        (
+            ["--upstream", "http://127.0.0.1:9", "--host", "127.0.0.1", "--port", "{busy}"],
+            {},
+            "cannot listen",
+        ),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path, args, env, message):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        args = [a.replace("{busy}", str(busy.getsockname()[1])) for a in args]
+        r = subprocess.run([*CLI, "proxy", "--record-dir", str(tmp_path / "rec"), *args],
+                           capture_output=True, text=True, timeout=30, env={**os.environ, **env})  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith("contagent: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_record_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "f").write_text("x")
+    r = subprocess.run([*CLI, "proxy", "--upstream", "http://127.0.0.1:9", "--record-dir", str(tmp_path / "f")],
+                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert r.returncode == 2 and "not a directory" in r.stderr and r.stderr.count("\n") == 1
