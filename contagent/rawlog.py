@@ -20,8 +20,8 @@ import orjson
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES
 
-_REQUIRED_REQUEST = ("index", "method", "path")
-_REQUIRED_OUTCOME = ("index", "outcome")
+_REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
+_REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
 
 
 @dataclass

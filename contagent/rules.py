@@ -115,15 +115,21 @@ def usage_counts(usage: Any) -> dict[str, int] | None:
     """Normalise chat (prompt/completion) or Responses (input/output) usage; None if absent."""
     if not isinstance(usage, dict):
         return None
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-    completion = usage.get("completion_tokens", usage.get("output_tokens"))
-    total = usage.get("total_tokens")
-    values = (prompt, completion)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    prompt: Any = usage.get("prompt_tokens", usage.get("input_tokens"))
+    completion: Any = usage.get("completion_tokens", usage.get("output_tokens"))
+    total: Any = usage.get("total_tokens")
+    if not (_is_count(prompt) and _is_count(completion)):
         return None
-    if not (isinstance(total, int) and not isinstance(total, bool)):
-        total = prompt + completion  # type: ignore[operator]
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
+    p, c = int(prompt), int(completion)
+    return {
+        "prompt_tokens": p,
+        "completion_tokens": c,
+        "total_tokens": total if _is_count(total) else p + c,
+    }
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -227,7 +233,7 @@ def tool_protocol_problems(messages: list[Any]) -> list[str]:
             tcid = msg.get("tool_call_id")
             if tcid not in pending:
                 problems.append(f"tool message {pos} answers no pending call ({tcid!r})")
-            pending.discard(tcid)  # type: ignore[arg-type]
+            pending.discard(tcid)
     return problems
 
 
@@ -405,3 +411,132 @@ def select(views: list[View]) -> tuple[dict[int, Decision], list[str]]:
                 else:
                     decisions[v.index] = Decision(v.index, False, reason="unconsumed")
     return decisions, problems
+
+
+# ---------------------------------------------------------------------------
+# Rollout level (rule 7) and the fields a row copies from result.json
+# ---------------------------------------------------------------------------
+
+#: result.json fields a results row carries over unchanged.
+RESULT_FIELDS = (
+    "experiment",
+    "status",
+    "passed",
+    "reward",
+    "stop_condition",
+    "started",
+    "ended",
+    "duration_s",
+)
+
+_CUT_STOPS = frozenset({"max_iterations", "timeout"})
+
+
+def rollout_truncation(
+    result: dict[str, Any], cut_last_step: int | None
+) -> tuple[bool, str | None]:
+    """Rule 7: the iteration limit, a timeout, or a cut last step truncate the rollout."""
+    stop = result.get("stop_condition")
+    if stop in _CUT_STOPS or result.get("status") == "timeout":
+        return True, f"rollout stopped by {stop or 'timeout'}"
+    if cut_last_step is not None:
+        return True, f"last step {cut_last_step} was cut"
+    return False, None
+
+
+# ---------------------------------------------------------------------------
+# Incremental scan of a rollout's requests (the exporter's hot path)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Rules 2 and 4 and the tool protocol, applied to one request's messages.
+
+    Agents resend the whole history each step; :func:`scan_request` reuses the
+    scan of the previous request when the new one starts with the same raw
+    messages, so a rollout costs time linear in what each request adds.
+    """
+
+    raw: list[Any]
+    repaired: list[Any]
+    repairs: tuple[dict[str, Any], ...]
+    ids: frozenset[str]
+    texts: frozenset[str]
+    pending: frozenset[str]
+    problems: tuple[str, ...]
+
+
+def _scan(
+    messages: list[Any], start: int, pending: set[str]
+) -> tuple[set[str], set[str], list[str]]:
+    ids: set[str] = set()
+    texts: set[str] = set()
+    problems: list[str] = []
+    for pos, msg in enumerate(messages, start=start):
+        if not isinstance(msg, dict):
+            problems.append(f"message {pos} is not an object")
+            continue
+        role = msg.get("role")
+        calls = msg.get("tool_calls")
+        if calls and role != "assistant":
+            problems.append(f"message {pos} ({role}) carries tool_calls")
+        if role == "assistant":
+            found = [str(c.get("id")) for c in tool_calls(msg)]
+            if found:
+                ids.update(found)
+                pending.update(found)
+            else:
+                texts.add(message_text(msg.get("content")))
+        elif role == "tool":
+            tcid = msg.get("tool_call_id")
+            if tcid not in pending:
+                problems.append(f"tool message {pos} answers no pending call ({tcid!r})")
+            pending.discard(tcid)
+    return ids, texts, problems
+
+
+def scan_request(messages: list[Any], prev: Scan | None) -> Scan:
+    """Scan ``messages``; results equal a scan from scratch (a property test checks this)."""
+    n = len(prev.raw) if prev is not None else 0
+    first_new = messages[n] if len(messages) > n else None
+    incremental = (
+        prev is not None
+        and len(messages) >= n
+        and messages[:n] == prev.raw
+        # a fragment continuing the previous request's last tool message spans the seam
+        and not (
+            isinstance(first_new, dict)
+            and first_new.get("role") == "tool"
+            and n
+            and isinstance(prev.raw[-1], dict)
+            and prev.raw[-1].get("role") == "tool"
+            and prev.raw[-1].get("tool_call_id") == first_new.get("tool_call_id")
+        )
+    )
+    if incremental:
+        assert prev is not None
+        fixed, repairs = merge_tool_fragments(messages[n:])
+        pending = set(prev.pending)
+        ids, texts, problems = _scan(fixed, len(prev.repaired), pending)
+        return Scan(
+            messages,
+            prev.repaired + fixed,
+            prev.repairs + tuple(repairs),
+            prev.ids | ids,
+            prev.texts | texts,
+            frozenset(pending),
+            prev.problems + tuple(problems),
+        )
+    fixed, repairs = merge_tool_fragments(messages)
+    pending = set()
+    ids, texts, problems = _scan(fixed, 0, pending)
+    return Scan(
+        messages,
+        fixed,
+        tuple(repairs),
+        frozenset(ids),
+        frozenset(texts),
+        frozenset(pending),
+        tuple(problems),
+    )

@@ -19,12 +19,22 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    # A callback keeps `contagent` a command group even while only one command is registered.
+    pass
+
+
 def _register() -> None:
     from contagent.cli import export_cmd, proxy_cmd, run_cmd
 
     export_cmd.register(app)
     proxy_cmd.register(app)
     run_cmd.register(app)
+
+    from contagent.cli import hub_cmd
+
+    hub_cmd.register(app)
 
 
 def main() -> None:

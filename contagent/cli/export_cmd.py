@@ -25,6 +25,13 @@ def _export(
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
     drop_reasoning: Annotated[bool, typer.Option(help="Leave reasoning_content out.")] = False,
     shard_rows: Annotated[int, typer.Option(help="Parquet rows per shard.")] = 10_000,
+    push_to_hub: Annotated[
+        str | None,
+        typer.Option(help="Then upload OUT/prime-sft to this Hub dataset repo (ORG/NAME)."),
+    ] = None,
+    hub_private: Annotated[
+        bool, typer.Option("--hub-private/--hub-public", help="Visibility if the repo is created.")
+    ] = True,
 ) -> None:
     """Rebuild results.jsonl and Prime-SFT Parquet from raw exchange logs."""
     from contagent.exporters.export import ExportOptions, export
@@ -33,6 +40,12 @@ def _export(
         fail(f"unknown --format {format!r} (prime-sft or results)")
     if filter not in ("passed", "all"):
         fail(f"unknown --filter {filter!r} (passed or all)")
+    if push_to_hub and format != "prime-sft":
+        fail("--push-to-hub needs --format prime-sft")
+    if push_to_hub:
+        from contagent.hub.upload import resolve_token
+
+        run_guarded(lambda: resolve_token(None))  # no token: fail before any work
     options = ExportOptions(
         format=format,  # type: ignore[arg-type]
         filter=filter,  # type: ignore[arg-type]
@@ -75,6 +88,12 @@ def _export(
             f"{counts.total_tokens} (prompt {counts.prompt_tokens}, completion {counts.completion_tokens})",
         )
     console.print(table)
+    if push_to_hub:
+        from contagent.cli.hub_cmd import print_upload
+        from contagent.hub.upload import push_export_to_hub
+
+        repo = push_to_hub
+        print_upload(run_guarded(lambda: push_export_to_hub(out, repo, private=hub_private)))
 
 
 def _validate(

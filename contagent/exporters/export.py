@@ -14,9 +14,10 @@ import orjson
 
 from contagent import __version__
 from contagent.errors import ContagentError
-from contagent.exporters.prime_sft import PrimeSftWriter, branch_records
+from contagent.exporters.prime_sft import branch_records
 from contagent.exporters.rollout import build_row
 from contagent.exporters.summary import ExportSummary
+from contagent.hub.dataset_folder import ShardWriter, export_folder, write_dataset_card
 from contagent.layout import RolloutPaths, find_rollouts
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,9 @@ def export(
     )
     results = out_dir / "results.jsonl"
     tmp = out_dir / ".results.jsonl.tmp"
-    writer = (
-        PrimeSftWriter(out_dir / "prime-sft", options.shard_rows)
-        if options.format == "prime-sft"
-        else None
-    )
+    writer = None
+    if options.format == "prime-sft":
+        writer = ShardWriter(export_folder(out_dir), max_rows_per_shard=options.shard_rows)
     seen_ids: set[str] = set()
     models: set[str] = set()
     experiments: set[str] = set()
@@ -123,9 +122,10 @@ def export(
                     summary.rollouts_written += 1
                 if progress:
                     progress(n, len(rollouts))
+        summary.models, summary.experiments = sorted(models), sorted(experiments)
         if writer is not None:
-            summary.models, summary.experiments = sorted(models), sorted(experiments)
-            summary.parquet_files = [str(p) for p in writer.close(summary)]
+            summary.parquet_files = [str(p) for p in writer.close()]
+            write_dataset_card(export_folder(out_dir), summary)
         os.replace(tmp, results)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -133,7 +133,6 @@ def export(
             writer.abort()
         raise
     summary.results_path = str(results)
-    summary.models, summary.experiments = sorted(models), sorted(experiments)
     _write_summary(out_dir, summary)
     return summary
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
-from contagent.exporters.summary import ExportSummary
 from contagent.trajectory import branch_conversations
 
 
@@ -39,28 +36,3 @@ def branch_records(
             }
         )
     return records
-
-
-class PrimeSftWriter:
-    """Writes ``OUT/prime-sft/`` as a Hub-ready dataset folder."""
-
-    def __init__(self, folder: Path, shard_rows: int) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "data").mkdir(exist_ok=True)
-        self._path = self.folder / "data" / "train-00000-of-00001.parquet"
-        self._writer = pq.ParquetWriter(self._path, PRIME_SFT_SCHEMA)
-        self._pa = pa
-
-    def write(self, records: list[dict[str, Any]]) -> None:
-        self._writer.write_table(self._pa.Table.from_pylist(records, schema=PRIME_SFT_SCHEMA))
-
-    def close(self, summary: ExportSummary) -> list[Path]:
-        self._writer.close()
-        return [self._path]
-
-    def abort(self) -> None:
-        self._writer.close()

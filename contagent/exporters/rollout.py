@@ -25,11 +25,12 @@ class RolloutExport:
     branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], list[dict[str, Any]]]:
-    """Classify each exchange (rule 1), repair each request (rule 4)."""
+def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
+    """Classify each exchange (rule 1), repair and scan each request (rules 2, 4)."""
     views: list[rules.View] = []
-    repaired: dict[int, list[Any]] = {}
+    scans: dict[int, rules.Scan] = {}
     repairs: dict[Any, dict[str, Any]] = {}
+    prev: rules.Scan | None = None
     for index in raw.indices:
         req = raw.requests.get(index)
         out = raw.outcomes.get(index)
@@ -40,12 +41,10 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], lis
         messages = body.get("messages") if isinstance(body, dict) else None
         history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         if isinstance(messages, list):
-            fixed, found = rules.merge_tool_fragments(messages)
-            repaired[index] = fixed
-            for rep in found:
+            scan = prev = scans[index] = rules.scan_request(messages, prev)
+            for rep in scan.repairs:
                 repairs.setdefault(rep["tool_call_id"], {**rep, "first_exchange_index": index})
-            ids, texts = rules.history_keys(fixed)
-            history = (frozenset(ids), frozenset(texts))
+            history = (scan.ids, scan.texts)
         if out is None:
             views.append(rules.View(index, "no_outcome", body, None, history))
             continue
@@ -61,7 +60,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, list[Any]], lis
                 if message is None:
                     status = "incomplete"
         views.append(rules.View(index, status, body, message, history))
-    return views, repaired, list(repairs.values())
+    return views, scans, list(repairs.values())
 
 
 def _usage(raw: RawRollout, index: int) -> dict[str, int] | None:
@@ -77,7 +76,7 @@ def _usage(raw: RawRollout, index: int) -> dict[str, int] | None:
 def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
     raw = read_exchanges(paths.exchanges)
     result = read_result(paths.result) or {}
-    views, repaired, repairs = _views(raw)
+    views, scans, repairs = _views(raw)
     decisions, problems = rules.select(views)
     problems = list(raw.problems) + problems
     by_index = {v.index: v for v in views}
@@ -92,7 +91,9 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     protocol_seen: set[str] = set()
     next_branch = 0
     for index in raw.indices:
-        decision = decisions[index]
+        decision = decisions.get(index)
+        if decision is None:
+            continue  # cannot happen with rules.select; the accounting check below fails closed
         view = by_index[index]
         usage = _usage(raw, index)
         tokens.billed.add(usage)
@@ -111,7 +112,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
             )
             continue
         tokens.selected.add(usage)
-        request = repaired[index]
+        request = scans[index].repaired
         assert view.message is not None  # selected steps always have a message
         response = rules.apply_reasoning_policy(view.message, drop_reasoning)
         parent = None
@@ -129,7 +130,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         body = view.body if isinstance(view.body, dict) else {}
         tool_lists.append(body.get("tools"))
         branch_lists.setdefault(branch, []).append(body.get("tools"))
-        for problem in rules.tool_protocol_problems(request):
+        for problem in scans[index].problems:
             if problem not in protocol_seen:
                 protocol_seen.add(problem)
                 problems.append(f"request {index}: {problem}")
@@ -162,7 +163,9 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
                     f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
                     "which is not among the request tools"
                 )
-    truncated, truncation_reason = _truncation(result, steps)
+    truncated, truncation_reason = rules.rollout_truncation(
+        result, steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None
+    )
     if not steps:
         problems.append("no completed exchange to train on")
     if truncated:
@@ -171,15 +174,8 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     row = {
         "schema_version": 1,
         "rollout_id": result.get("rollout_id") or paths.rollout_id,
-        "experiment": result.get("experiment"),
         "model": result.get("model") or _model(raw),
-        "status": result.get("status"),
-        "passed": result.get("passed"),
-        "reward": result.get("reward"),
-        "stop_condition": result.get("stop_condition"),
-        "started": result.get("started"),
-        "ended": result.get("ended"),
-        "duration_s": result.get("duration_s"),
+        **{name: result.get(name) for name in rules.RESULT_FIELDS},
         "training_ready": not problems,
         "training_ready_reason": "; ".join(problems) if problems else None,
         "truncated": truncated,
@@ -226,12 +222,3 @@ def _model(raw: RawRollout) -> str | None:
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             return body["model"]
     return None
-
-
-def _truncation(result: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[bool, str | None]:
-    stop = result.get("stop_condition")
-    if stop in ("max_iterations", "timeout") or result.get("status") == "timeout":
-        return True, f"rollout stopped by {stop or 'timeout'}"
-    if steps and steps[-1]["truncated"]:
-        return True, f"last step {steps[-1]['exchange_index']} was cut"
-    return False, None

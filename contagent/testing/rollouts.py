@@ -138,10 +138,11 @@ class RolloutBuilder:
 
     def request(self, *, body: dict[str, Any] | None = None, stream: bool = False) -> int:
         if body is None:
+            # no copies: the record is serialised below, before the history changes
             body = {
-                "messages": copy.deepcopy(self.messages),
+                "messages": self.messages,
                 "model": self.model,
-                "tools": copy.deepcopy(self.tools),
+                "tools": self.tools,
                 "prompt_cache_key": self.rollout_id,
             }
             if stream:

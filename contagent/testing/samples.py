@@ -15,12 +15,18 @@ from typing import Any
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
 
 TASK = (
-    "A file ~/workspace/secret.txt holds a secret. Write `pass:<secret>` to "
-    "~/workspace/result.txt."
+    "A file ~/workspace/secret.txt holds a secret. Write `pass:<secret>` to ~/workspace/result.txt."
 )
-PASSED = {"experiment": "exp_001", "status": "passed", "passed": True, "reward": 1.0,
-          "stop_condition": "finished", "started": 1764000000.0, "ended": 1764000042.0,
-          "duration_s": 42.0}
+PASSED = {
+    "experiment": "exp_001",
+    "status": "passed",
+    "passed": True,
+    "reward": 1.0,
+    "stop_condition": "finished",
+    "started": 1764000000.0,
+    "ended": 1764000042.0,
+    "duration_s": 42.0,
+}
 FAILED = {**PASSED, "status": "failed", "passed": False, "reward": 0.0}
 
 
@@ -52,7 +58,12 @@ def clean_pass(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def failed_run(b: RolloutBuilder) -> dict[str, Any]:
-    b.step(assistant("I will guess.", call("call_1", "terminal", command="echo pass:guess > ~/workspace/result.txt")))
+    b.step(
+        assistant(
+            "I will guess.",
+            call("call_1", "terminal", command="echo pass:guess > ~/workspace/result.txt"),
+        )
+    )
     b.tool_output("call_1", "terminal", "[exit code 0]")
     b.step(assistant(None, call("call_2", "finish", message="Done.")))
     return FAILED
@@ -61,7 +72,9 @@ def failed_run(b: RolloutBuilder) -> dict[str, Any]:
 def retries(b: RolloutBuilder) -> dict[str, Any]:
     """A timed-out attempt (abandoned), then two completed copies of one request."""
     first = b.request()
-    b.outcome(first, "abandoned", message=None, status=None, usage=False, error="client disconnected")
+    b.outcome(
+        first, "abandoned", message=None, status=None, usage=False, error="client disconnected"
+    )
     lost = b.request()  # same body: the agent's retry; its answer arrived after a client timeout
     b.outcome(lost, "completed", message=assistant(None, call("call_9", "terminal", command="ls")))
     _solve(b)  # the retry that the agent actually used (same body again)
@@ -70,7 +83,12 @@ def retries(b: RolloutBuilder) -> dict[str, Any]:
 
 def length_then_retry(b: RolloutBuilder) -> dict[str, Any]:
     cut = b.request()
-    b.outcome(cut, "incomplete", message=assistant("Let me think about this very long"), finish_reason="length")
+    b.outcome(
+        cut,
+        "incomplete",
+        message=assistant("Let me think about this very long"),
+        finish_reason="length",
+    )
     _solve(b)
     return PASSED
 
@@ -79,8 +97,14 @@ def http_faults(b: RolloutBuilder) -> dict[str, Any]:
     for status, outcome in ((500, "http_error"), (429, "http_error"), (None, "upstream_error")):
         i = b.request()
         body = {"error": {"message": "server busy", "code": status}} if status else None
-        b.outcome(i, outcome, status=status, usage=False, response=body,
-                  error=None if status else "upstream refused the connection")
+        b.outcome(
+            i,
+            outcome,
+            status=status,
+            usage=False,
+            response=body,
+            error=None if status else "upstream refused the connection",
+        )
     _solve(b)
     return PASSED
 
@@ -116,7 +140,10 @@ def crashed(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def no_usage(b: RolloutBuilder) -> dict[str, Any]:
-    b.step(assistant(None, call("call_1", "terminal", command="cat ~/workspace/secret.txt")), usage=False)
+    b.step(
+        assistant(None, call("call_1", "terminal", command="cat ~/workspace/secret.txt")),
+        usage=False,
+    )
     b.tool_output("call_1", "terminal", "hunter2")
     b.step(assistant(None, call("call_2", "finish", message="Done.")))
     return PASSED
@@ -151,13 +178,28 @@ def condensed(b: RolloutBuilder) -> dict[str, Any]:
     b.step(assistant(None, call("call_2", "terminal", command="cat ~/workspace/secret.txt")))
     b.tool_output("call_2", "terminal", "hunter2")
     saved = b.messages
-    b.messages = [{"role": "user", "content": [{"type": "text", "text": "Summarise the events so far."}]}]
+    b.messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Summarise the events so far."}]}
+    ]
     tools = b.tools
     b.tools = []
     b.step(assistant("The secret is hunter2; result.txt is not written yet."), consume=False)
     b.tools = tools
-    b.messages = saved[:2] + [{"role": "user", "content": [{"type": "text", "text": "Summary: the secret is hunter2."}]}] + saved[-2:]
-    b.step(assistant(None, call("call_3", "terminal", command="echo pass:hunter2 > ~/workspace/result.txt")))
+    b.messages = (
+        saved[:2]
+        + [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Summary: the secret is hunter2."}],
+            }
+        ]
+        + saved[-2:]
+    )
+    b.step(
+        assistant(
+            None, call("call_3", "terminal", command="echo pass:hunter2 > ~/workspace/result.txt")
+        )
+    )
     b.tool_output("call_3", "terminal", "[exit code 0]")
     b.step(assistant(None, call("call_4", "finish", message="Done.")))
     return PASSED
@@ -167,8 +209,12 @@ def reasoning(b: RolloutBuilder) -> dict[str, Any]:
     c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt")
     b.step(assistant(None, c1, reasoning="The secret is in a file; read it."))
     b.tool_output("call_1", "terminal", "hunter2")
-    b.step(assistant("<think>Now write the answer.</think>Writing it.",
-                     call("call_2", "terminal", command="echo pass:hunter2 > ~/workspace/result.txt")))
+    b.step(
+        assistant(
+            "<think>Now write the answer.</think>Writing it.",
+            call("call_2", "terminal", command="echo pass:hunter2 > ~/workspace/result.txt"),
+        )
+    )
     b.tool_output("call_2", "terminal", "[exit code 0]")
     b.step(assistant(None, call("call_3", "finish", message="Done.")))
     return PASSED
@@ -176,7 +222,11 @@ def reasoning(b: RolloutBuilder) -> dict[str, Any]:
 
 def text_answer(b: RolloutBuilder) -> dict[str, Any]:
     """Ends with a plain-text answer and no finish call."""
-    c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt && echo pass:$(cat ~/workspace/secret.txt) > ~/workspace/result.txt")
+    c1 = call(
+        "call_1",
+        "terminal",
+        command="cat ~/workspace/secret.txt && echo pass:$(cat ~/workspace/secret.txt) > ~/workspace/result.txt",
+    )
     b.step(assistant(None, c1))
     b.tool_output("call_1", "terminal", "hunter2")
     b.step(assistant("I wrote pass:hunter2 to result.txt."))

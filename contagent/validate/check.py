@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contagent import rules
 from contagent.errors import ContagentError
 from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
-from contagent.rawlog import read_exchanges
+from contagent.rawlog import read_exchanges, read_result
 from contagent.trajectory import branch_conversations
 from contagent.validate.invariants import row_problems
 
@@ -81,7 +81,10 @@ def validate(results: Path) -> ValidationReport:
             )
             continue
         try:
-            problems = row_problems(row, raw)
+            result = read_result(raw.path.parent / "result.json") or {}
+            problems = row_problems(row, raw, result)
+        except ContagentError as exc:
+            problems = [f"result.json unusable: {exc}"]
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             problems = [f"malformed row ({type(exc).__name__}: {exc})"]
         report.violations.extend(Violation(rollout_id=rid, reason=p) for p in problems)

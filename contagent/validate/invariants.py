@@ -90,9 +90,25 @@ def _status(raw: RawRollout, index: int) -> tuple[str, Any, dict[str, Any] | Non
     return status, messages, message
 
 
-def row_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
-    """Every rule the issue lists, checked on ``row`` against ``raw``."""
+def result_problems(row: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """The row says what result.json says, and is truncated exactly when rule 7 says so."""
+    problems = [
+        f"{name} is {row.get(name)!r}, result.json says {result.get(name)!r}"
+        for name in rules.RESULT_FIELDS
+        if row.get(name) != result.get(name)
+    ]
+    steps = row["steps"]
+    cut = steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None
+    truncated, _ = rules.rollout_truncation(result, cut)
+    if row["truncated"] != truncated:
+        problems.append(f"truncated is {row['truncated']}, rule 7 says {truncated}")
+    return problems
+
+
+def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -> list[str]:
+    """Every rule the issue lists, checked on ``row`` against ``raw`` and ``result``."""
     problems = accounting_problems(row, raw.indices) + token_problems(row, raw)
+    problems += result_problems(row, result)
     info = {i: _status(raw, i) for i in raw.indices}
     later_keys = _later_keys(raw, info)
     last_request = max(raw.requests) if raw.requests else -1
@@ -170,8 +186,6 @@ def row_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
     for i, (status, _, _) in info.items():
         if status == "completed" and _raw_usage(raw, i) is None:
             not_ready_causes.append(f"completed exchange {i} has no usage")
-    if row["steps"] and row["steps"][-1]["truncated"] and not row["truncated"]:
-        problems.append("last step is truncated but the row is not")
     if row["training_ready"]:
         if not row["steps"]:
             problems.append("training-ready row without steps")

@@ -1,0 +1,3 @@
+from contagent.cli import main
+
+main()

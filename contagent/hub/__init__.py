@@ -1,0 +1,1 @@
+"""Publish stage: the Hub-ready dataset folder and its upload to the Hugging Face Hub."""

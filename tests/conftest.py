@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("CONTAGENT_DOCKER_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="Docker end-to-end test: set CONTAGENT_DOCKER_TESTS=1")
+    for item in items:
+        if "docker" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture()
+def samples(tmp_path: Path) -> Path:
+    """A fresh copy of the sample rollouts, built by the same code as data/rollouts."""
+    from contagent.testing.samples import write_samples
+
+    root = tmp_path / "rollouts"
+    write_samples(root)
+    return root
+
+
+def cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the real ``contagent`` command in a subprocess."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "contagent", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"contagent {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))

@@ -1,0 +1,59 @@
+"""The real CLI end to end: export prints its summary, validate exits 0/1/2 and speaks JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import cli, read_rows, write_rows
+
+
+def test_export_then_validate(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = cli("export", str(samples), "--out", str(out), "--filter", "all", "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    for label in (
+        "rollouts read",
+        "training-ready",
+        "excluded: duplicate_retry",
+        "branches written",
+        "tokens billed",
+    ):
+        assert label in proc.stderr
+    summary = json.loads((out / "export-summary.json").read_text())
+    assert summary["rollouts_read"] == 16 and summary["training_ready"] == 10
+    t = summary["tokens"]
+    assert (
+        t["billed"]["total_tokens"] == t["selected"]["total_tokens"] + t["excluded"]["total_tokens"]
+    )
+
+    ok = cli("validate", str(out / "results.jsonl"), "--json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    report = json.loads(ok.stdout)
+    assert report["rows"] == 16 and report["violations"] == [] and report["parquet_rows"] == 12
+
+    rows = read_rows(out / "results.jsonl")
+    rows[0]["steps"][0]["response"]["content"] = "forged"
+    write_rows(out / "results.jsonl", rows)
+    bad = cli("validate", str(out / "results.jsonl"))
+    assert bad.returncode == 1
+    assert f"violation {rows[0]['rollout_id']}: step" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    report = json.loads(cli("validate", str(out / "results.jsonl"), "--json").stdout)
+    assert report["violations"][0]["rollout_id"] == rows[0]["rollout_id"]
+
+
+def test_validate_notices_a_changed_raw_log(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cli("export", str(samples), "--out", str(out), check=True)
+    log = samples / "clean_pass" / "exchanges.jsonl"
+    log.write_bytes(log.read_bytes() + b"\n")
+    proc = cli("validate", str(out / "results.jsonl"))
+    assert proc.returncode == 1
+    assert "raw log changed since export" in proc.stderr
+
+
+def test_single_rollout_directory_is_accepted(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cli("export", str(samples / "clean_pass"), "--out", str(out), check=True)
+    assert [r["rollout_id"] for r in read_rows(out / "results.jsonl")] == ["clean_pass"]

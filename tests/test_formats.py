@@ -1,0 +1,111 @@
+"""Round trips: schemas match models, rows match their schema, Parquet loads with `datasets`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import orjson
+import pyarrow.parquet as pq
+
+from contagent.exporters.export import ExportOptions, export
+from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
+from contagent.exporters.rows import ResultRow
+from contagent.records import OutcomeRecord, RequestRecord
+from contagent.schema_gen import SCHEMA_DIR, generate, render
+from tests.conftest import read_rows
+
+
+def test_committed_schemas_are_generated_from_models() -> None:
+    generated = generate()
+    assert sorted(p.name for p in SCHEMA_DIR.glob("*.json")) == sorted(generated)
+    for name, schema in generated.items():
+        assert (SCHEMA_DIR / name).read_text() == render(schema), (
+            f"run python -m contagent.schema_gen ({name})"
+        )
+
+
+def test_raw_records_and_rows_match_models_and_schemas(samples: Path, tmp_path: Path) -> None:
+    schemas = {name: json.loads((SCHEMA_DIR / name).read_text()) for name in generate()}
+    for log in samples.glob("*/exchanges.jsonl"):
+        for line in log.read_bytes().splitlines():
+            rec = orjson.loads(line)
+            model, schema = (
+                (RequestRecord, "request-record.schema.json")
+                if rec["type"] == "request"
+                else (OutcomeRecord, "outcome-record.schema.json")
+            )
+            model.model_validate(rec)
+            jsonschema.validate(rec, schemas[schema])
+    export([samples], tmp_path / "out", ExportOptions(filter="all"))
+    rows = read_rows(tmp_path / "out" / "results.jsonl")
+    for row in rows:
+        assert ResultRow.model_validate(row).model_dump(mode="json") == row
+        jsonschema.validate(row, schemas["results-row.schema.json"])
+
+
+def test_parquet_loads_with_datasets_and_round_trips(samples: Path, tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / "out"
+    summary = export([samples], out, ExportOptions(filter="all"))
+    files = sorted(str(p) for p in (out / "prime-sft" / "data").glob("*.parquet"))
+    assert files and all(
+        pq.read_schema(f).equals(PRIME_SFT_SCHEMA, check_metadata=False) for f in files
+    )
+    ds = datasets.load_dataset("parquet", data_files=files, split="train")
+    assert len(ds) == summary.branches_written
+    rows = {r["rollout_id"]: r for r in read_rows(out / "results.jsonl")}
+    for rec in ds:
+        row = rows[rec["rollout_id"]]
+        assert row["training_ready"]
+        tools = json.loads(rec["tools"])
+        names = {t["function"]["name"] for t in tools}
+        for msg in rec["messages"]:
+            assert msg["content"] is None or isinstance(msg["content"], str)
+            for tc in msg["tool_calls"] or []:
+                assert msg["role"] == "assistant"
+                assert isinstance(json.loads(tc["function"]["arguments"]), dict)
+                assert tc["function"]["name"] in names
+        assert rec["messages"][-1]["role"] == "assistant"
+
+
+def test_passed_filter_keeps_only_passing_ready_rollouts(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="passed"))
+    ids = set(
+        pq.read_table(next((out / "prime-sft" / "data").glob("*.parquet")))
+        .column("rollout_id")
+        .to_pylist()
+    )
+    rows = read_rows(out / "results.jsonl")
+    assert ids == {r["rollout_id"] for r in rows if r["training_ready"] and r["passed"]}
+    assert "failed_run" not in ids
+
+
+def test_results_format_writes_no_parquet(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(format="results"))
+    assert (out / "results.jsonl").exists() and not (out / "prime-sft").exists()
+
+
+def test_jobs_give_identical_output(samples: Path, tmp_path: Path) -> None:
+    export([samples], tmp_path / "one", ExportOptions(jobs=1))
+    export([samples], tmp_path / "two", ExportOptions(jobs=2))
+    assert (tmp_path / "one" / "results.jsonl").read_bytes() == (
+        tmp_path / "two" / "results.jsonl"
+    ).read_bytes()
+
+
+def test_reasoning_kept_by_default_and_dropped_on_request(samples: Path, tmp_path: Path) -> None:
+    export([samples / "reasoning"], tmp_path / "keep", ExportOptions(filter="all"))
+    export(
+        [samples / "reasoning"], tmp_path / "drop", ExportOptions(filter="all", drop_reasoning=True)
+    )
+    keep = pq.read_table(next((tmp_path / "keep").rglob("*.parquet"))).to_pylist()[0]["messages"]
+    drop = pq.read_table(next((tmp_path / "drop").rglob("*.parquet"))).to_pylist()[0]["messages"]
+    reasons = [m["reasoning_content"] for m in keep if m["role"] == "assistant"]
+    assert reasons[:2] == ["The secret is in a file; read it.", "Now write the answer."]
+    assert all(m["reasoning_content"] is None for m in drop)
+    assert all("<think>" not in (m["content"] or "") for m in keep + drop)

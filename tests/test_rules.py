@@ -1,0 +1,238 @@
+"""One test (at least) per export rule, on the pure functions and on whole exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contagent import rules
+from contagent.exporters.rollout import build_row
+from contagent.testing.rollouts import RolloutBuilder, assistant, call, parts
+
+
+def chat(finish: str | None, **extra: object) -> dict:
+    return {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": finish}
+        ],
+        **extra,
+    }
+
+
+# -- rule 1 ---------------------------------------------------------------------------
+def test_rule1_completed_needs_200_body_and_clean_finish() -> None:
+    assert rules.completeness(200, chat("stop"))[0]
+    assert rules.completeness(200, chat("tool_calls"))[0]
+    assert rules.completeness(200, chat("function_call"))[0]
+    assert not rules.completeness(200, chat("length"))[0]
+    assert not rules.completeness(200, chat("content_filter"))[0]
+    assert not rules.completeness(200, chat(None))[0]
+    assert not rules.completeness(500, chat("stop"))[0]
+    assert not rules.completeness(200, None)[0]
+    assert not rules.completeness(200, "not json")[0]
+
+
+def test_rule1_responses_api_status_and_echoed_truncation_setting() -> None:
+    ok = {"object": "response", "status": "completed", "truncation": "disabled", "output": []}
+    assert rules.completeness(200, ok) == (True, None)
+    assert not rules.completeness(200, {**ok, "status": "incomplete"})[0]
+    assert not rules.completeness(
+        200, {**ok, "incomplete_details": {"reason": "max_output_tokens"}}
+    )[0]
+    assert rules.completeness(200, chat("stop", truncation="disabled"))[0]
+
+
+# -- rule 2 ---------------------------------------------------------------------------
+def test_rule2_tool_calls_match_by_exact_id_never_substring() -> None:
+    key = rules.consumption_key(assistant(None, call("call_1", "terminal", command="ls")))
+    ids, texts = rules.history_keys([assistant(None, call("call_10", "terminal", command="ls"))])
+    assert not rules.carries(key, ids, texts)
+    ids, texts = rules.history_keys([assistant(None, call("call_1", "terminal", command="ls"))])
+    assert rules.carries(key, ids, texts)
+
+
+def test_rule2_text_answers_match_by_canonical_text() -> None:
+    key = rules.consumption_key({"role": "assistant", "content": "Done."})
+    ids, texts = rules.history_keys([{"role": "assistant", "content": parts("Done.")}])
+    assert rules.carries(key, ids, texts)
+    ids, texts = rules.history_keys([{"role": "assistant", "content": parts("Done!")}])
+    assert not rules.carries(key, ids, texts)
+
+
+# -- rule 3 ---------------------------------------------------------------------------
+def _export(tmp_path: Path, b: RolloutBuilder, result: dict | None = None) -> dict:
+    return build_row(b.write(tmp_path, result or {"passed": True})).row
+
+
+def test_rule3_keeps_the_consumed_copy_of_a_retry(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    first = b.request()
+    b.outcome(first, "completed", message=assistant(None, call("call_a", "terminal", command="ls")))
+    b.step(assistant(None, call("call_b", "terminal", command="ls")))  # same body: a retry
+    b.tool_output("call_b", "terminal", "out")
+    b.step(assistant(None, call("call_c", "finish", message="ok")))
+    row = _export(tmp_path, b)
+    assert [s["exchange_index"] for s in row["steps"]] == [1, 2]
+    assert row["excluded"][0] | {"detail": None} == {
+        "exchange_index": 0,
+        "reason": "duplicate_retry",
+        "duplicate_of": 1,
+        "detail": None,
+        "usage": row["excluded"][0]["usage"],
+    }
+    assert row["training_ready"]
+
+
+def test_rule3_keeps_last_safe_copy_when_none_is_consumed(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    for text in ("Answer one.", "Answer two."):
+        i = b.request()
+        b.outcome(i, "completed", message=assistant(text))
+    row = _export(tmp_path, b)
+    assert [s["exchange_index"] for s in row["steps"]] == [1]
+    assert row["excluded"][0]["reason"] == "duplicate_retry"
+
+
+def test_rule3_drops_unconsumed_nonterminal_call_the_agent_moved_past(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    b.step(assistant(None, call("call_1", "terminal", command="pwd")), consume=False)
+    b.user("continue")
+    b.step(assistant(None, call("call_2", "finish", message="ok")))
+    row = _export(tmp_path, b)
+    assert [(e["exchange_index"], e["reason"]) for e in row["excluded"]] == [(0, "unconsumed")]
+    assert row["training_ready"]
+
+
+def test_rule3_keeps_final_response_even_if_nonterminal(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    b.step(assistant(None, call("call_1", "terminal", command="pwd")), consume=False)
+    row = _export(tmp_path, b)
+    assert [s["exchange_index"] for s in row["steps"]] == [0]
+
+
+# -- rule 4 ---------------------------------------------------------------------------
+def test_rule4_merges_adjacent_fragments_with_newline() -> None:
+    msgs = [
+        assistant(None, call("c1", "terminal", command="ls")),
+        {"role": "tool", "tool_call_id": "c1", "content": parts("a")},
+        {"role": "tool", "tool_call_id": "c1", "content": parts("b")},
+        {"role": "tool", "tool_call_id": "c1", "content": "c"},
+    ]
+    fixed, repairs = rules.merge_tool_fragments(msgs)
+    assert len(fixed) == 2 and fixed[1]["content"] == "a\nb\nc"
+    assert repairs == [{"tool_call_id": "c1", "fragments": 3}]
+    assert rules.merge_tool_fragments(fixed) == (fixed, [])
+
+
+def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
+    msgs = [
+        assistant(None, call("c1", "terminal", command="ls")),
+        {"role": "tool", "tool_call_id": "c1", "content": "a"},
+        {"role": "user", "content": "x"},
+        {"role": "tool", "tool_call_id": "c1", "content": "again"},
+    ]
+    fixed, repairs = rules.merge_tool_fragments(msgs)
+    assert fixed is msgs and not repairs
+    assert rules.tool_protocol_problems(fixed) == ["tool message 3 answers no pending call ('c1')"]
+
+
+# -- rule 5 ---------------------------------------------------------------------------
+def test_rule5_gap_and_missing_outcome_make_rollout_not_ready(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    b.step(assistant("ok"))
+    b.lines.append(b.lines[-1].replace(b'"index":0', b'"index":2'))  # an outcome for 2, no 1
+    row = _export(tmp_path, b)
+    assert not row["training_ready"]
+    assert "index gap: no record for 1" in row["training_ready_reason"]
+    assert {e["reason"] for e in row["excluded"]} == {"no_request"}
+
+
+def test_rule5_every_index_accounted_for_exactly_once(samples: Path) -> None:
+    from contagent.layout import find_rollouts
+    from contagent.rawlog import read_exchanges
+    from contagent.validate.invariants import accounting_problems
+
+    for paths in find_rollouts([samples]):
+        row = build_row(paths).row
+        assert accounting_problems(row, read_exchanges(paths.exchanges).indices) == []
+        bad = (
+            {**row, "excluded": row["excluded"][1:]}
+            if row["excluded"]
+            else {**row, "steps": row["steps"][1:]}
+        )
+        assert accounting_problems(bad, read_exchanges(paths.exchanges).indices)
+
+
+# -- rule 6 ---------------------------------------------------------------------------
+def test_rule6_tool_union_collapses_repeats_and_flags_conflicts() -> None:
+    a = {"type": "function", "function": {"name": "a", "parameters": {}}}
+    b = {"type": "function", "function": {"name": "b", "parameters": {}}}
+    a2 = {"type": "function", "function": {"name": "a", "parameters": {"x": 1}}}
+    assert rules.tool_union([[a], [a, b]]) == ([a, b], [])
+    assert rules.tool_union([[a], [a2]]) == ([a], ["a"])
+
+
+# -- rule 7 ---------------------------------------------------------------------------
+def test_rule7_row_truncated_on_timeout_not_on_clean_stop(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    b.step(assistant("ok"))
+    assert not _export(tmp_path / "a", b, {"stop_condition": "finished"})["truncated"]
+    row = _export(tmp_path / "b", b, {"status": "timeout", "stop_condition": "timeout"})
+    assert row["truncated"] and not row["training_ready"]
+
+
+def test_rule7_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
+    b = RolloutBuilder("r", "task")
+    b.step(assistant("partial"), outcome="incomplete", finish_reason="length")
+    row = _export(tmp_path, b)
+    # the cut response is the last request's answer: not consumed, so excluded
+    assert row["excluded"][0]["reason"] == "incomplete" and not row["steps"]
+    b.user("go on")
+    b.step(assistant("done"))
+    row = _export(tmp_path / "2", b)
+    assert row["steps"][0]["truncated"] and not row["training_ready"]
+
+
+# -- rule 8 ---------------------------------------------------------------------------
+def test_rule8_token_identity(samples: Path) -> None:
+    from contagent.layout import find_rollouts
+
+    for paths in find_rollouts([samples]):
+        usage = build_row(paths).row["token_usage"]
+        for field in rules.USAGE_FIELDS:
+            assert usage["selected"][field] + usage["excluded"][field] == usage["billed"][field]
+
+
+# -- rule 9 ---------------------------------------------------------------------------
+def test_rule9_reasoning_kept_or_dropped_never_duplicated() -> None:
+    msg = {"role": "assistant", "content": "<think>plan</think>\nanswer"}
+    kept = rules.apply_reasoning_policy(msg, drop=False)
+    assert kept == {"role": "assistant", "content": "answer", "reasoning_content": "plan"}
+    both = {"role": "assistant", "content": "<think>x</think>answer", "reasoning_content": "server"}
+    assert rules.apply_reasoning_policy(both, drop=False)["content"] == "answer"
+    assert rules.apply_reasoning_policy(both, drop=False)["reasoning_content"] == "server"
+    assert "reasoning_content" not in rules.apply_reasoning_policy(both, drop=True)
+    assert not rules.has_think_conflict(rules.apply_reasoning_policy(both, drop=False))
+
+
+def test_rule5_exporter_refuses_to_write_a_row_that_loses_an_exchange(
+    samples: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import pytest
+
+    from contagent.errors import ContagentError
+    from contagent.exporters.export import export
+
+    real = rules.select
+
+    def lossy(views):  # a selection bug: one exchange vanishes
+        decisions, problems = real(views)
+        decisions.pop(max(decisions))
+        return decisions, problems
+
+    monkeypatch.setattr(rules, "select", lossy)
+    with pytest.raises(
+        ContagentError, match="refusing to write an export that loses exchanges"
+    ) as err:
+        export([samples / "clean_pass"], tmp_path / "out")
+    assert err.value.exit_code == 3
+    assert not (tmp_path / "out" / "results.jsonl").exists()

@@ -1,0 +1,50 @@
+"""Each sample rollout in data/ exports to its expected outcome, and validates."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from contagent.exporters.export import ExportOptions, export
+from contagent.testing.samples import SCENARIOS, write_samples
+from contagent.validate.check import validate
+from tests.conftest import REPO, read_rows
+
+
+def test_committed_samples_match_their_generator(tmp_path: Path) -> None:
+    write_samples(tmp_path)
+    committed = REPO / "data" / "rollouts"
+    for name in SCENARIOS:
+        for file in ("exchanges.jsonl", "result.json"):
+            assert (committed / name / file).read_bytes() == (
+                tmp_path / name / file
+            ).read_bytes(), (
+                f"data/rollouts/{name}/{file} is stale: run python -m contagent.testing.samples"
+            )
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("samples")
+    write_samples(root)
+    out = root / "out"
+    export([root], out, ExportOptions(filter="all"))
+    assert validate(out / "results.jsonl").ok
+    return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_sample_outcome(name: str, exported: dict[str, dict]) -> None:
+    expected = SCENARIOS[name][1]
+    row = exported[name]
+    assert row["training_ready"] is expected.training_ready, row["training_ready_reason"]
+    assert dict(Counter(e["reason"] for e in row["excluded"])) == expected.excluded
+    assert row["branches"] == expected.branches
+    assert len(row["repairs"]) == expected.repairs
+    assert row["truncated"] is expected.truncated
+    if expected.reason:
+        assert expected.reason in row["training_ready_reason"]
+    else:
+        assert row["training_ready_reason"] is None
