@@ -23,6 +23,9 @@ from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
 
 log = logging.getLogger(__name__)
 
+#: Set by docker/Dockerfile; images without it lack the venv and entrypoint the runner needs.
+RUNNER_IMAGE_LABEL = "contagent.runner-image"
+
 
 @dataclass(frozen=True)
 class RunEvent:
@@ -116,11 +119,16 @@ def run_experiments(
 
     client = docker_ops.connect()
     try:
-        client.images.get(config.image)
+        image = client.images.get(config.image)
     except Exception as exc:
         raise ContagentError(
             f"runner image {config.image} not found ({type(exc).__name__}); build it with `contagent build`"
         ) from None
+    if (image.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
+        raise ContagentError(
+            f"--openhands-image {config.image} is not a contagent runner image "
+            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build`"
+        )
     ctx = RunContext(config=config, paths=paths, client=client, cancel=threading.Event())
 
     def one(plan: RolloutPlan) -> RolloutResult:
