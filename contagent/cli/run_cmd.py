@@ -175,6 +175,11 @@ def register(app: typer.Typer) -> None:
         for message in progress.problems:
             console.print("[yellow]skipped:[/]", Text(message), soft_wrap=True)
         console.print(_summary_table(summary))
+        everything = [*summary.resumed, *summary.results]
+        passed = sum(r.status == "passed" for r in everything)
+        tokens = sum(r.tokens.total_tokens for r in everything if r.tokens is not None)
+        rate = f" ({100 * passed / len(everything):.0f}%)" if everything else ""
+        console.print(f"passed {passed}/{len(everything)}{rate}, tokens {tokens:,}", soft_wrap=True)
         console.print(
             Text(f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"),
             soft_wrap=True,

@@ -198,6 +198,7 @@ def test_malformed_experiment_is_reported_and_others_run_in_parallel(
         "run", "--served-model-name", "stub-model", "--vllm-url", stub.url + "/v1",
         "--experiments-dir", str(exps), "--skills-dir", "skills", "--log-dir", str(tmp_path / "logs"),
         "--jobs", "2", "--repeat", "2", "--run-id", run_id, "--timeout", "300",
+        "--temperature", "0.5", "--top-p", "0.9", "--reasoning-effort", "low", "--extra-body", '{"top_k": 20}',
         env={"CONTAGENT_OWNER": owner},
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr  # a skipped experiment makes the run non-zero
@@ -209,6 +210,14 @@ def test_malformed_experiment_is_reported_and_others_run_in_parallel(
         result = RolloutResult.model_validate_json(paths.rollout(name).result.read_bytes())
         assert result.status == "passed", result.error
         assert name in flat  # in the summary table
+        # The sampling settings asked for are the ones on the wire, each request.
+        assert result.wire_params is not None
+        assert {k: result.wire_params.get(k) for k in ("temperature", "top_p", "reasoning_effort", "top_k")} == {
+            "temperature": 0.5, "top_p": 0.9, "reasoning_effort": "low", "top_k": 20}
+    for req in stub.requests:
+        assert (req.json["temperature"], req.json["top_p"], req.json["reasoning_effort"], req.json["top_k"]) == (
+            0.5, 0.9, "low", 20)
+    assert "passed 2/2" in flat
     assert not paths.rollout("broken").root.exists()
     assert len(stub.requests) == 6
 
