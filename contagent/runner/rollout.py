@@ -214,7 +214,8 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             network=net.name,
             cap_add=list(plan.experiment.spec.cap_add) or None,
             labels=ctx.labels(name, "runner"),
-            environment={"HOME": "/root", "CONTAGENT_ROLLOUT": name},
+            # SDK logs as one JSON object a line in <name>.err, not rich-wrapped text.
+            environment={"HOME": "/root", "CONTAGENT_ROLLOUT": name, "LOG_JSON": "1", "LOG_RICH_TRACEBACKS": "false"},
             working_dir=WORKSPACE,
             init=True,
         )
