@@ -180,7 +180,9 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q / 100 * len(values)))]
 
 
-async def run(urls: dict[str, str], quick: bool, rounds: int) -> dict[str, dict[str, float]]:
+async def run(
+    urls: dict[str, str], quick: bool, rounds: int, proxy_pid: int, phases: list[tuple[str, float]]
+) -> dict[str, dict[str, float]]:
     n1 = {"json": 150 if quick else 600, "stream": 40 if quick else 150}
     n64 = {"json": 500 if quick else 2000, "stream": 128 if quick else 512}
     bodies = {"json": openhands_like_body(), "stream": openhands_like_body(stream=True)}
@@ -191,6 +193,7 @@ async def run(urls: dict[str, str], quick: bool, rounds: int) -> dict[str, dict[
     ) as session:
         for kind in ("json", "stream"):  # warm-up: connections, caches, import paths
             await sequential(session, urls, bodies[kind], kind == "stream", 10)
+        phases.append(("warm-up", rss_mb(proxy_pid)))
         for kind in ("json", "stream"):
             seq = await sequential(session, urls, bodies[kind], kind == "stream", n1[kind])
             for name, s in seq.items():
@@ -199,6 +202,7 @@ async def run(urls: dict[str, str], quick: bool, rounds: int) -> dict[str, dict[
                 r[f"{kind}_errors"] = s.errors
                 if kind == "stream":
                     r["ttfb_p50"], r["ttfb_p99"] = pct(s.ttfb, 50), pct(s.ttfb, 99)
+            phases.append((f"{kind} c1", rss_mb(proxy_pid)))
             thr: dict[str, list[float]] = {name: [] for name in urls}
             for _ in range(rounds):  # interleaved rounds of the whole batch
                 for name, url in urls.items():
@@ -207,6 +211,7 @@ async def run(urls: dict[str, str], quick: bool, rounds: int) -> dict[str, dict[
                     )
                     thr[name].append(s.count / s.wall)
                     results[name][f"{kind}_errors"] += s.errors
+                phases.append((f"{kind} c64 #{len(thr['direct'])}", rss_mb(proxy_pid)))
             for name in urls:
                 results[name][f"{kind}_rps64"] = statistics.median(thr[name])
     return results
@@ -288,11 +293,13 @@ def main() -> None:
                 litellm_note = f"could not start: {exc}"
         sampler = RssSampler(proxy.pid)
         t0 = time.monotonic()
-        results = asyncio.run(run(urls, args.quick, args.rounds))
+        phases: list[tuple[str, float]] = []
+        results = asyncio.run(run(urls, args.quick, args.rounds, proxy.pid, phases))
         samples = sampler.stop()
         records = tmp / "records" / "bench" / "exchanges.jsonl"
         log_mb = records.stat().st_size / 1e6 if records.exists() else 0.0
         report(results, samples, t0, loop_name, litellm_note, log_mb)
+        print("proxy RSS (MB) after each phase: " + ", ".join(f"{k} {v:.1f}" for k, v in phases))
     finally:
         for p in procs:
             p.terminate()

@@ -468,9 +468,7 @@ class _StreamState:
         self.pending.clear()
         events = self.parser.feed(data)
         self.events.extend(events)
-        feed = self.asm.feed
-        for payload in events:
-            feed(payload)
+        self.asm.feed_many(events)
 
     def saw_done(self) -> bool:
         self._parse()
@@ -484,9 +482,8 @@ class _StreamState:
         """Outcome fields of what arrived so far, and a fault found in it, if any."""
         self._parse()
         last, tail = self.parser.close()
-        for payload in last:
-            self.events.append(payload)
-            self.asm.feed(payload)
+        self.events.extend(last)
+        self.asm.feed_many(last)
         asm = self.asm
         fault = None
         if asm.malformed:

@@ -45,6 +45,14 @@ class SSEParser:
             if keep_cr:
                 data += b"\r"
         out: list[str] = []
+        if not self._data and data.startswith(b"data: ") and data.endswith(b"\n\n"):
+            # Fastest path, the shape every OpenAI-compatible server sends: only
+            # "data: <one line>\n\n" events. Then every newline belongs to a
+            # separator, and one split finds them all (JSON never holds a raw newline).
+            n = data.count(b"\n\ndata: ") + 1
+            if data.count(b"\n") == 2 * n:
+                self._buf = b""
+                return data[6:-2].decode("utf-8", "replace").split("\n\ndata: ")
         if not self._data and b"\n\n" in data:
             # fast path for whole events: servers send "data: <json>\n\n", one line each
             blocks = data.split(b"\n\n")
@@ -130,6 +138,16 @@ class StreamAssembler:
         except orjson.JSONDecodeError:
             self.malformed += 1
             return
+        self.feed_event(event)
+
+    def feed_many(self, payloads: list[str]) -> None:
+        # One parse per payload on purpose: joining them into one JSON array is
+        # faster, but a malformed stream could then parse as a different sequence.
+        feed = self.feed
+        for p in payloads:
+            feed(p)
+
+    def feed_event(self, event: Any) -> None:
         if not isinstance(event, dict):
             self.malformed += 1
             return
@@ -167,6 +185,20 @@ class StreamAssembler:
         if not isinstance(idx, int):
             idx = 0
         acc = self._choices.get(idx)
+        delta = choice.get("delta")
+        if (
+            acc is not None
+            and type(delta) is dict
+            and len(delta) == 1
+            and choice.get("finish_reason") is None
+            and "text" not in choice
+        ):
+            # the bulk of a stream: one content token in an otherwise empty delta
+            content = delta.get("content")
+            if type(content) is str:
+                acc["content"].append(content)
+                acc["seen_content"] = True
+                return
         if acc is None:
             acc = self._choices[idx] = {
                 "role": None,
@@ -181,7 +213,6 @@ class StreamAssembler:
             acc["finish_reason"] = choice["finish_reason"]
         if "text" in choice and isinstance(choice["text"], str):
             acc["text"].append(choice["text"])
-        delta = choice.get("delta")
         if not isinstance(delta, dict):
             return
         if delta.get("role"):

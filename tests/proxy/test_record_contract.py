@@ -1,0 +1,56 @@
+"""The proxy's hand-built record dicts match the contract: the pydantic models and the JSON Schemas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import orjson
+
+from contagent.proxy.recorder import outcome_record, request_record
+from contagent.records import OutcomeRecord, RequestRecord
+from contagent.testing.llm_stub import Error, Reply, ToolCall
+from tests.proxy.conftest import client
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+
+
+def test_builders_have_exactly_the_model_fields():
+    req = request_record(
+        index=0, rollout_id="r", time=1.0, method="POST", path="/v1/x", headers={}, body=None,
+        body_text=None, body_sha256="0" * 64, body_bytes=0, stream=False, upstream_changes=[],
+    )  # fmt: skip
+    out = outcome_record(index=0, rollout_id="r", outcome="completed", status=200, client_status=200,
+                         started=1.0, first_byte=1.0, ended=1.0)  # fmt: skip
+    assert list(req) == list(RequestRecord.model_fields)
+    assert list(out) == list(OutcomeRecord.model_fields)
+    assert RequestRecord.model_validate(req).model_dump() == req
+    assert OutcomeRecord.model_validate(out).model_dump() == out
+
+
+def test_recorded_lines_validate_against_the_json_schemas(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([
+        Reply(tool_calls=[ToolCall("terminal", {"command": "ls"})], reasoning_content="hm"),
+        Reply(content="streamed", chunks=4),
+        Error(500),
+    ])  # fmt: skip
+    proxy = proxy_factory(stub.url)
+    c = client(proxy, max_retries=0)
+    msgs = [{"role": "user", "content": "hi"}]
+    c.chat.completions.create(model="m", messages=msgs)
+    list(c.chat.completions.create(model="m", messages=msgs, stream=True))
+    try:
+        c.chat.completions.create(model="m", messages=msgs)
+    except Exception:
+        pass
+    proxy.stop()
+    schemas = {
+        "request": json.loads((SCHEMAS / "request-record.schema.json").read_text()),
+        "outcome": json.loads((SCHEMAS / "outcome-record.schema.json").read_text()),
+    }
+    lines = (tmp_path / "records" / "r1" / "exchanges.jsonl").read_bytes().splitlines()
+    assert len(lines) == 6
+    for line in lines:
+        rec = orjson.loads(line)
+        jsonschema.validate(rec, schemas[rec["type"]])
