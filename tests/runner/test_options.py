@@ -176,3 +176,16 @@ def test_build_refuses_a_missing_ca_bundle(tmp_path: Path) -> None:
     proc = contagent("build", "--ca-bundle", str(tmp_path / "nope.crt"))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == f"contagent: error: --ca-bundle {tmp_path / 'nope.crt'}: no such file"
+
+
+def test_vllm_compose_file_keeps_the_server_off_the_rollout_networks() -> None:
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker" / "compose.vllm.yml").read_text())
+    vllm = compose["services"]["vllm"]
+    # Published on loopback only: rollout containers can reach the host's other addresses.
+    assert vllm["ports"] and all(str(p).startswith("127.0.0.1:") for p in vllm["ports"])
+    assert compose["networks"]["contagent-net"]["name"] == "contagent-net"
+    assert "contagent-net" in vllm["networks"]
+    assert vllm["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert any(arg.startswith("--served-model-name=") for arg in vllm["command"])
