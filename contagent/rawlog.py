@@ -11,6 +11,7 @@ out of training data *with the reason on its row*.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,14 +54,26 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+_BLANK = frozenset(b" \t\r")
+
+
+def _lines(data: bytes) -> Iterator[memoryview]:
+    """Each newline-terminated line as a view: no copy of a multi-megabyte log."""
+    view = memoryview(data)
+    start = 0
+    while (end := data.find(b"\n", start)) != -1:
+        yield view[start:end]
+        start = end + 1
+
+
 def parse_exchanges(path: Path, data: bytes) -> RawRollout:
     """Parse the bytes of an exchanges.jsonl file (pure, apart from naming ``path`` in errors)."""
     raw = RawRollout(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     if data and not data.endswith(b"\n"):
         last = data.count(b"\n") + 1
         raise ContagentError(f"{path}:{last}: truncated last line (no newline at end of file)")
-    for lineno, line in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
-        if not line.strip():
+    for lineno, line in enumerate(_lines(data), start=1):
+        if not line or (line[0] in _BLANK and not bytes(line).strip()):
             continue
         try:
             rec = orjson.loads(line)

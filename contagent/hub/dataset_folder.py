@@ -42,7 +42,7 @@ SHARD_RE = re.compile(r"^train-(\d{5})-of-(\d{5})\.parquet$")
 
 # A flushed row group is at most this large, so a shard of long conversations is
 # written in pieces instead of being held whole.
-ROW_GROUP_BYTES = 64 * 1024 * 1024
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 def export_folder(out_dir: Path) -> Path:

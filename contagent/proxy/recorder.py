@@ -51,6 +51,8 @@ def scan_log(path: Path) -> tuple[int, bool]:
         data = path.read_bytes()
     except FileNotFoundError:
         return 0, False
+    except OSError as exc:
+        raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from exc
     torn = bool(data) and not data.endswith(b"\n")
     next_index = 0
     count = 0
@@ -129,6 +131,11 @@ class Recorder:
             idx = self._first_use(rollout_id)
         self._next[rollout_id] = idx + 1
         return idx
+
+    def release(self, rollout_id: str, index: int) -> None:
+        """Give back ``index`` when its request record could not be written (no gap is left)."""
+        if self._next.get(rollout_id) == index + 1:
+            self._next[rollout_id] = index
 
     def _write(self, rollout_id: str, line: bytes) -> None:
         fd = self._fd(rollout_id)

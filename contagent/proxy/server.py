@@ -245,6 +245,7 @@ class RecordingProxy:
             forward.append(("Authorization", self._auth))
 
         recorder = self.recorder
+        index = -1
         try:
             index = recorder.next_index(rollout_id)
             recorder.append(
@@ -257,6 +258,8 @@ class RecordingProxy:
                 ),
             )  # fmt: skip
         except RecordError as exc:
+            if index >= 0:
+                recorder.release(rollout_id, index)
             log.error("%s", exc)
             return _json_error(
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"

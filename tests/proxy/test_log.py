@@ -216,3 +216,21 @@ def test_record_dir_that_is_a_file_is_refused(tmp_path):
     r = subprocess.run([*CLI, "proxy", "--upstream", "http://127.0.0.1:9", "--record-dir", str(tmp_path / "f")],
                        capture_output=True, text=True, timeout=30)  # fmt: skip
     assert r.returncode == 2 and "not a directory" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_unwritable_log_refuses_the_request_without_forwarding(
+    stub_factory, proxy_factory, tmp_path
+):
+    if os.geteuid() == 0:
+        # root ignores file modes: make the log path a directory instead, which nobody can append to
+        blocker = tmp_path / "records" / "r1" / "exchanges.jsonl"
+        blocker.mkdir(parents=True)
+    else:
+        (tmp_path / "records" / "r1").mkdir(parents=True)
+        (tmp_path / "records" / "r1").chmod(0o500)
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    with pytest.raises(openai.InternalServerError) as err:
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert err.value.status_code == 500 and "could not record" in str(err.value)
+    assert stub.requests == [], "nothing may go upstream unrecorded"
