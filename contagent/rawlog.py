@@ -20,6 +20,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES
+from contagent.rules import usage_counts
 
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
@@ -35,6 +36,16 @@ class RawRollout:
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+
+    def usage(self, index: int) -> dict[str, int] | None:
+        """Normalised usage of exchange ``index`` (from the outcome or its response), if any."""
+        out = self.outcomes.get(index)
+        if out is None:
+            return None
+        usage = out.get("usage")
+        if usage is None and isinstance(out.get("response"), dict):
+            usage = out["response"].get("usage")
+        return usage_counts(usage)
 
     @property
     def indices(self) -> list[int]:

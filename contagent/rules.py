@@ -8,7 +8,7 @@ here so that the three can never disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 #: finish reasons that mean the model ended its turn on its own.
 COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
@@ -56,7 +56,7 @@ TERMINAL_TOOLS = frozenset({"finish"})
 
 #: Excluded-exchange reasons. The first six are the contract of the issue; the
 #: last three cover records a crash or a non-chat route leaves behind.
-EXCLUDED_REASONS = (
+ExcludedReason = Literal[
     "incomplete",
     "http_error",
     "upstream_error",
@@ -66,7 +66,8 @@ EXCLUDED_REASONS = (
     "no_outcome",
     "no_request",
     "unsupported_route",
-)
+]
+EXCLUDED_REASONS: tuple[str, ...] = get_args(ExcludedReason)
 
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 

@@ -63,16 +63,6 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], li
     return views, scans, list(repairs.values())
 
 
-def _usage(raw: RawRollout, index: int) -> dict[str, int] | None:
-    out = raw.outcomes.get(index)
-    if out is None:
-        return None
-    usage = out.get("usage")
-    if usage is None and isinstance(out.get("response"), dict):
-        usage = out["response"].get("usage")
-    return rules.usage_counts(usage)
-
-
 def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
     raw = read_exchanges(paths.exchanges)
     result = read_result(paths.result) or {}
@@ -95,7 +85,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         if decision is None:
             continue  # cannot happen with rules.select; the accounting check below fails closed
         view = by_index[index]
-        usage = _usage(raw, index)
+        usage = raw.usage(index)
         tokens.billed.add(usage)
         if view.status == "completed" and usage is None:
             problems.append(f"completed response {index} has no usage")

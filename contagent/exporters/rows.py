@@ -12,18 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent.exporters.summary import TokenUsage
-
-ExcludedReason = Literal[
-    "incomplete",
-    "http_error",
-    "upstream_error",
-    "abandoned",
-    "duplicate_retry",
-    "unconsumed",
-    "no_outcome",
-    "no_request",
-    "unsupported_route",
-]
+from contagent.rules import ExcludedReason
 
 
 class _Strict(BaseModel):

@@ -35,7 +35,7 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
     """Rule 8: selected + excluded == billed per field, each equal to the raw sums."""
     problems = []
     usage = row["token_usage"]
-    by_index = {i: _raw_usage(raw, i) for i in raw.indices}
+    by_index = {i: raw.usage(i) for i in raw.indices}
     expect = {"billed": _sum(by_index.values())}
     expect["selected"] = _sum(by_index.get(s["exchange_index"]) for s in row["steps"])
     expect["excluded"] = _sum(by_index.get(e["exchange_index"]) for e in row["excluded"])
@@ -49,16 +49,6 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
         if entry.get("usage") != by_index.get(entry["exchange_index"]):
             problems.append(f"exchange {entry['exchange_index']}: usage differs from the raw log")
     return problems
-
-
-def _raw_usage(raw: RawRollout, index: int) -> dict[str, int] | None:
-    out = raw.outcomes.get(index)
-    if out is None:
-        return None
-    usage = out.get("usage")
-    if usage is None and isinstance(out.get("response"), dict):
-        usage = out["response"].get("usage")
-    return rules.usage_counts(usage)
 
 
 def _sum(usages: Any) -> dict[str, int]:
@@ -184,7 +174,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
 
     problems.extend(_tool_problems(row, raw, not_ready_causes))
     for i, (status, _, _) in info.items():
-        if status == "completed" and _raw_usage(raw, i) is None:
+        if status == "completed" and raw.usage(i) is None:
             not_ready_causes.append(f"completed exchange {i} has no usage")
     if row["training_ready"]:
         if not row["steps"]:
