@@ -73,3 +73,49 @@ def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
         names = ", ".join(str(d) for d in run_dirs)
         raise ContagentError(f"no rollout (a folder with exchanges.jsonl) under {names}")
     return sorted(found.values(), key=lambda p: str(p.root))
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files ``contagent run`` writes under ``--log-dir``.
+
+    ::
+
+        <log-dir>/
+        ├── <name>.log                 OpenHands events, one JSON object a line
+        ├── <name>.result              evaluate.sh output and the verdict
+        ├── <name>.err                 stderr of the runner container
+        ├── rollouts/
+        │   └── <name>/                a RolloutPaths: exchanges.jsonl + result.json
+        └── superseded/<name>-<time>/  an unfinished earlier attempt moved aside by --resume
+
+    ``<name>`` is the rollout id: the experiment name, with ``_r<k>`` appended
+    for repeats after the first. ``contagent export <log-dir>/rollouts`` reads
+    the rollout folders directly.
+    """
+
+    root: Path
+
+    @property
+    def rollouts_dir(self) -> Path:
+        return self.root / "rollouts"
+
+    @property
+    def superseded_dir(self) -> Path:
+        return self.root / "superseded"
+
+    def rollout(self, name: str) -> RolloutPaths:
+        return RolloutPaths.for_rollout(self.rollouts_dir, name)
+
+    def log(self, name: str) -> Path:
+        return self.root / f"{safe_segment(name, 'rollout id')}.log"
+
+    def result_text(self, name: str) -> Path:
+        return self.root / f"{safe_segment(name, 'rollout id')}.result"
+
+    def err(self, name: str) -> Path:
+        return self.root / f"{safe_segment(name, 'rollout id')}.err"
+
+    def files_of(self, name: str) -> list[Path]:
+        """Everything one rollout writes (for --resume's clean-up of an unfinished attempt)."""
+        return [self.log(name), self.result_text(name), self.err(name), self.rollout(name).root]

@@ -18,21 +18,24 @@ REGISTRY: dict[str, str] = {
     "outcome-record.schema.json": "contagent.records:OutcomeRecord",
     "rollout-result.schema.json": "contagent.records:RolloutResult",
     "results-row.schema.json": "contagent.exporters.rows:ResultRow",
+    "experiment.schema.json": "contagent.runner.experiment:ExperimentSpec",
 }
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
 
+def schema_for(filename: str) -> dict[str, Any]:
+    """The JSON Schema registered as ``filename``, generated from its model."""
+    module_name, _, attr = REGISTRY[filename].partition(":")
+    model = getattr(importlib.import_module(module_name), attr)
+    schema: dict[str, Any] = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"contagent/{filename}"
+    return schema
+
+
 def generate() -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for filename, target in REGISTRY.items():
-        module_name, _, attr = target.partition(":")
-        model = getattr(importlib.import_module(module_name), attr)
-        schema = model.model_json_schema()
-        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        schema["$id"] = f"contagent/{filename}"
-        out[filename] = schema
-    return out
+    return {filename: schema_for(filename) for filename in REGISTRY}
 
 
 def render(schema: dict[str, Any]) -> str:

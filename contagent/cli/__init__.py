@@ -26,10 +26,11 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from contagent.cli import export_cmd, proxy_cmd
+    from contagent.cli import export_cmd, proxy_cmd, run_cmd
 
     export_cmd.register(app)
     proxy_cmd.register(app)
+    run_cmd.register(app)
 
     from contagent.cli import hub_cmd
 

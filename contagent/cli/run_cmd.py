@@ -1,0 +1,213 @@
+"""``contagent run``, ``contagent gc`` and ``contagent build``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from contagent.cli._common import console, fail, run_guarded
+from contagent.errors import ContagentError
+
+
+class _Progress:
+    """Live counts while rollouts run; rendered by rich.live."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.total = 0
+        self.running: dict[str, float] = {}
+        self.done = 0
+        self.passed = 0
+        self.failed = 0
+        self.errors = 0
+        self.skipped = 0
+        self.tokens = 0
+        self.problems: list[str] = []
+        self.t0 = time.monotonic()
+
+    def on_event(self, event: Any) -> None:
+        with self.lock:
+            if event.kind == "planned":
+                self.total = event.total
+            elif event.kind == "problem":
+                self.problems.append(event.message)
+            elif event.kind == "started":
+                self.running[event.name] = time.monotonic()
+            elif event.kind in ("finished", "skipped"):
+                self.running.pop(event.name, None)
+                result = event.result
+                self.done += 1
+                self.skipped += event.kind == "skipped"
+                if result is not None:
+                    self.passed += result.status == "passed"
+                    self.failed += result.status == "failed"
+                    self.errors += result.status not in ("passed", "failed")
+                    if result.tokens is not None:
+                        self.tokens += result.tokens.total_tokens
+
+    def __rich__(self) -> Group:
+        with self.lock:
+            judged = self.passed + self.failed + self.errors
+            rate = f"{100 * self.passed / judged:.0f}%" if judged else "-"
+            head = Text.assemble(
+                ("rollouts ", "bold"),
+                f"{self.done}/{self.total} done  {len(self.running)} running  ",
+                (f"{self.passed} passed  ", "green"),
+                (f"{self.failed} failed  ", "red"),
+                (f"{self.errors} errors  ", "yellow"),
+                f"pass rate {rate}  tokens {self.tokens:,}  ",
+                f"{time.monotonic() - self.t0:.0f}s",
+            )
+            now = time.monotonic()
+            lines = [Text(f"  running {n} ({now - t:.0f}s)", style="dim") for n, t in sorted(self.running.items())]
+            return Group(head, *lines)
+
+
+def _summary_table(summary: Any) -> Table:
+    table = Table(title=f"run {summary.run_id}  ({summary.wall_s:.1f}s)")
+    for col in ("rollout", "status", "stop", "iter", "tokens", "wall s", "note"):
+        table.add_column(col, justify="right" if col in ("iter", "tokens", "wall s") else "left")
+    colour = {"passed": "green", "failed": "red"}
+    for r in sorted([*summary.resumed, *summary.results], key=lambda r: r.rollout_id):
+        note = "resumed" if r in summary.resumed else (r.error or "")
+        table.add_row(
+            r.rollout_id,
+            Text(str(r.status), style=colour.get(str(r.status), "yellow")),
+            r.stop_condition or "",
+            "" if r.iterations is None else str(r.iterations),
+            "" if r.tokens is None else f"{r.tokens.total_tokens:,}",
+            "" if r.timings is None else f"{r.timings.wall_s:.1f}",
+            note[:80],
+        )
+    for p in summary.problems:
+        table.add_row(p.name, Text("skipped", style="yellow"), "", "", "", "", p.message[:120])
+    return table
+
+
+def _extra_body(value: str | None) -> dict[str, Any]:
+    if not value:
+        return {}
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ContagentError(f"--extra-body is not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ContagentError("--extra-body must be a JSON object")
+    return data
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run_command(
+        served_model_name: Annotated[str, typer.Option(help="Model name the LLM server serves.")],
+        vllm_url: Annotated[str, typer.Option(help="The OpenAI-compatible LLM server the proxy forwards to (with or without /v1).")] = "http://127.0.0.1:8000/v1",
+        api_key: Annotated[str | None, typer.Option(envvar="CONTAGENT_API_KEY", help="Key for the LLM server; given to the proxy only, never to the agent.")] = None,
+        experiments_dir: Annotated[Path, typer.Option(help="Folder of experiment folders.")] = Path("experiments"),
+        experiment: Annotated[list[str] | None, typer.Option(help="Run only this experiment (repeatable).")] = None,
+        log_dir: Annotated[Path, typer.Option(help="Where logs and rollout folders go.")] = Path("logs"),
+        skills_dir: Annotated[Path, typer.Option(help="Folder of skill folders (<name>/SKILL.md).")] = Path("skills"),
+        openhands_image: Annotated[str, typer.Option(help="The runner image (built by `contagent build`).")] = "contagent-runner:latest",
+        network: Annotated[str | None, typer.Option(help="NO LONGER USED: each rollout gets its own isolated network and reaches the LLM only through the recording proxy; the value is ignored with a warning.")] = None,
+        jobs: Annotated[int, typer.Option(help="Rollouts in parallel.")] = 1,
+        repeat: Annotated[int, typer.Option(help="Rollouts per experiment.")] = 1,
+        timeout: Annotated[float, typer.Option(help="Seconds per rollout (setup, agent and evaluation) before it is stopped as `timeout`.")] = 3600.0,
+        max_iterations: Annotated[int, typer.Option(help="Agent iteration limit.")] = 50,
+        temperature: Annotated[float | None, typer.Option(help="Sampling temperature sent to the server (default: not sent).")] = None,
+        top_p: Annotated[float | None, typer.Option(help="top_p sent to the server (default: not sent).")] = None,
+        reasoning_effort: Annotated[str | None, typer.Option(help="reasoning_effort sent to the server (default: not sent; OpenHands would send 'high').")] = None,
+        max_output_tokens: Annotated[int | None, typer.Option(help="Completion token limit per call (default: not sent).")] = None,
+        extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body, e.g. '{\"top_k\": 20}'.")] = None,
+        llm_timeout: Annotated[float, typer.Option(help="Seconds per LLM request before the agent gives up on it.")] = 900.0,
+        llm_retries: Annotated[int, typer.Option(help="Times the agent re-sends a failed LLM request (each is a duplicate in the log).")] = 0,
+        resume: Annotated[bool, typer.Option(help="Skip rollouts already finished in --log-dir; re-run unfinished ones.")] = False,
+        run_id: Annotated[str | None, typer.Option(help="Name of this run (labels on its containers); default: time + random.")] = None,
+    ) -> None:
+        """Run experiments in Docker with the OpenHands agent, recording every LLM exchange."""
+        from contagent.runner.config import LlmOptions, RunConfig, new_run_id, upstream_base
+        from contagent.runner.run import run_experiments
+
+        if network is not None:
+            console.print(
+                f"[yellow]warning:[/] --network {network} is no longer used (each rollout has its own isolated network); ignored",
+                soft_wrap=True,
+            )
+
+        def build_config() -> RunConfig:
+            return RunConfig(
+                experiments_dir=experiments_dir,
+                log_dir=log_dir,
+                skills_dir=skills_dir if skills_dir.is_dir() else None,
+                upstream_url=upstream_base(vllm_url),
+                api_key=api_key,
+                llm=LlmOptions(
+                    served_model_name=served_model_name,
+                    num_retries=llm_retries,
+                    timeout_s=llm_timeout,
+                    reasoning_effort=reasoning_effort,
+                    temperature=temperature,
+                    top_p=top_p,
+                    max_output_tokens=max_output_tokens,
+                    extra_body=_extra_body(extra_body),
+                ),
+                experiments=tuple(experiment or ()),
+                image=openhands_image,
+                jobs=jobs,
+                repeat=repeat,
+                timeout_s=timeout,
+                max_iterations=max_iterations,
+                resume=resume,
+                run_id=run_id or new_run_id(),
+            )
+
+        config = run_guarded(build_config)
+        progress = _Progress()
+        with Live(progress, console=console, refresh_per_second=4, transient=True):
+            summary = run_guarded(lambda: run_experiments(config, progress.on_event))
+        for message in progress.problems:
+            console.print("[yellow]skipped:[/]", Text(message), soft_wrap=True)
+        console.print(_summary_table(summary))
+        everything = [*summary.resumed, *summary.results]
+        passed = sum(r.status == "passed" for r in everything)
+        tokens = sum(r.tokens.total_tokens for r in everything if r.tokens is not None)
+        rate = f" ({100 * passed / len(everything):.0f}%)" if everything else ""
+        console.print(f"passed {passed}/{len(everything)}{rate}, tokens {tokens:,}", soft_wrap=True)
+        console.print(
+            Text(f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"),
+            soft_wrap=True,
+        )
+        if summary.interrupted:
+            fail("interrupted; the run's containers and networks were removed", 130)
+        if not summary.ok:
+            raise typer.Exit(1)
+
+    @app.command("gc")
+    def gc_command(
+        run_id: Annotated[str | None, typer.Option(help="Only this run's leftovers.")] = None,
+        owner: Annotated[str | None, typer.Option(help="Owner label to clean (default: you, as `contagent run` labels it).")] = None,
+    ) -> None:
+        """Remove containers and networks left by your runs (never another owner's)."""
+        from contagent.runner import docker_ops
+
+        removed = run_guarded(lambda: docker_ops.gc(owner or docker_ops.default_owner(), run_id))
+        console.print(f"removed {len(removed.containers)} containers, {len(removed.networks)} networks")
+
+    @app.command("build")
+    def build_command(
+        tag: Annotated[str, typer.Option(help="Image name.")] = "contagent-runner:latest",
+        base_image: Annotated[str, typer.Option(help="Base image with Python 3.12+.")] = "python:3.13-slim",
+        ca_bundle: Annotated[Path | None, typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies).")] = None,
+    ) -> None:
+        """Build the runner image (Python + the pinned OpenHands SDK)."""
+        from contagent.runner.build import build_image
+
+        result = run_guarded(lambda: build_image(tag, base_image, ca_bundle, on_line=lambda line: console.print(line, markup=False, highlight=False)))
+        console.print(f"built {result.image} ({result.image_id[:19]}) from {result.base_image}")

@@ -1,0 +1,10 @@
+"""The runner stage: experiments in Docker with the OpenHands agent, every LLM call recorded.
+
+Library entry points (the CLI in ``contagent/cli/run_cmd.py`` is a thin wrapper):
+
+* :func:`contagent.runner.run.run_experiments` runs a :class:`~contagent.runner.config.RunConfig`;
+* :func:`contagent.runner.docker_ops.gc` removes one owner's leftovers;
+* :func:`contagent.runner.build.build_image` builds the runner image.
+
+Nothing here imports the OpenHands SDK: ``agent_main.py`` runs inside the container.
+"""

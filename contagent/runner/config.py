@@ -1,0 +1,101 @@
+"""What a ``contagent run`` is asked to do: one frozen, checked set of options."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contagent.errors import ContagentError
+
+DEFAULT_IMAGE = "contagent-runner:latest"
+
+#: Rollout statuses that ``--resume`` treats as finished (an infra error is retried).
+FINISHED_STATUSES = frozenset({"passed", "failed", "agent_error", "timeout"})
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def upstream_base(url: str) -> str:
+    """The LLM server's root URL: ``--vllm-url`` may end in ``/v1`` (OpenAI style) or not."""
+    url = url.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ContagentError(f"--vllm-url {url!r} is not an http(s) URL")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+@dataclass(frozen=True)
+class LlmOptions:
+    """Settings the agent's LLM gets; every one is sent deliberately (see agent_main)."""
+
+    served_model_name: str
+    num_retries: int = 0
+    timeout_s: float = 900.0
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.served_model_name.strip():
+            raise ContagentError("--served-model-name must not be empty")
+        if self.num_retries < 0:
+            raise ContagentError("--llm-retries must be 0 or more")
+        if self.timeout_s <= 0:
+            raise ContagentError("--llm-timeout must be positive")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ContagentError("--temperature must be between 0 and 2")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ContagentError("--top-p must be in (0, 1]")
+        reserved = {"messages", "model", "tools", "stream"} & set(self.extra_body)
+        if reserved:
+            raise ContagentError(f"--extra-body must not set {', '.join(sorted(reserved))}")
+
+    @property
+    def litellm_model(self) -> str:
+        # The provider prefix is required for OpenHands to send anything; it is stripped on the wire.
+        return f"openai/{self.served_model_name}"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    experiments_dir: Path
+    log_dir: Path
+    upstream_url: str
+    llm: LlmOptions
+    skills_dir: Path | None = None
+    experiments: tuple[str, ...] = ()
+    api_key: str | None = None
+    image: str = DEFAULT_IMAGE
+    jobs: int = 1
+    repeat: int = 1
+    timeout_s: float = 3600.0
+    max_iterations: int = 50
+    resume: bool = False
+    run_id: str = field(default_factory=new_run_id)
+    owner: str = ""
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise ContagentError("--jobs must be 1 or more")
+        if self.repeat < 1:
+            raise ContagentError("--repeat must be 1 or more")
+        if self.timeout_s <= 0:
+            raise ContagentError("--timeout must be positive")
+        if self.max_iterations < 1:
+            raise ContagentError("--max-iterations must be 1 or more")
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.run_id):
+            raise ContagentError(f"run id {self.run_id!r} is not a safe name")
+
+
+def rollout_name(experiment: str, repeat_index: int) -> str:
+    """The rollout id: the experiment name for the first repeat, ``<name>_r<k>`` after."""
+    return experiment if repeat_index == 0 else f"{experiment}_r{repeat_index}"

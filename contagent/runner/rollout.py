@@ -1,0 +1,322 @@
+"""One rollout: network, proxy, services, the runner container, collection, clean-up.
+
+The agent's only route to the LLM is the recording proxy: the rollout network is
+an internal bridge (no forwarding to anywhere outside it), and the proxy listens
+on that bridge's gateway address on the host, forwarding to the user's server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import orjson
+import requests.exceptions
+
+from contagent.errors import ContagentError
+from contagent.layout import RunPaths
+from contagent.records import (
+    ExitCodes,
+    LlmSettings,
+    PhaseTimings,
+    RolloutResult,
+    RolloutStatus,
+    TokenTotals,
+)
+from contagent.runner import docker_ops
+from contagent.runner.config import RunConfig, rollout_name
+from contagent.runner.experiment import Experiment
+
+log = logging.getLogger(__name__)
+
+AGENT_MAIN = Path(__file__).with_name("agent_main.py")
+IN_CONTAINER = "/contagent"
+WORKSPACE = "/root/workspace"
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    experiment: Experiment
+    repeat_index: int
+
+    @property
+    def name(self) -> str:
+        return rollout_name(self.experiment.name, self.repeat_index)
+
+
+@dataclass
+class RunContext:
+    """Shared by every rollout of one ``contagent run``."""
+
+    config: RunConfig
+    paths: RunPaths
+    client: docker.DockerClient
+    cancel: threading.Event
+
+    def labels(self, rollout: str, role: str) -> dict[str, str]:
+        return {
+            docker_ops.LABEL_RUN: self.config.run_id,
+            docker_ops.LABEL_OWNER: self.config.owner,
+            docker_ops.LABEL_ROLLOUT: rollout,
+            docker_ops.LABEL_ROLE: role,
+        }
+
+
+def _settings(ctx: RunContext, plan: RolloutPlan, base_url: str) -> tuple[dict[str, Any], LlmSettings]:
+    llm = ctx.config.llm
+    effective = LlmSettings(
+        model=llm.litellm_model,
+        base_url=base_url,
+        num_retries=llm.num_retries,
+        timeout_s=llm.timeout_s,
+        reasoning_effort=llm.reasoning_effort,
+        temperature=llm.temperature,
+        top_p=llm.top_p,
+        max_output_tokens=llm.max_output_tokens,
+        extra_body=dict(llm.extra_body),
+        max_iterations=ctx.config.max_iterations,
+    )
+    settings = {
+        "task": plan.experiment.spec.task,
+        "llm": effective.model_dump(),
+        "workspace": WORKSPACE,
+        "skills_dir": f"{IN_CONTAINER}/skills",
+        "skills": list(plan.experiment.spec.skills),
+        "setup_script": f"{IN_CONTAINER}/experiment/setup.sh",
+        "evaluate_script": f"{IN_CONTAINER}/experiment/evaluate.sh",
+        "out_dir": f"{IN_CONTAINER}/out",
+    }
+    return settings, effective
+
+
+def _runner_archive(plan: RolloutPlan, settings: dict[str, Any]) -> bytes:
+    exp = plan.experiment
+    entries: list[tuple[str, Path | bytes, int]] = [
+        ("contagent/agent_main.py", AGENT_MAIN.read_bytes(), 0o644),
+        ("contagent/settings.json", json.dumps(settings, indent=2).encode(), 0o644),
+        ("contagent/experiment/setup.sh", exp.setup_script, 0o755),
+        ("contagent/experiment/evaluate.sh", exp.evaluate_script, 0o755),
+    ]
+    if exp.workspace.is_dir():
+        entries.append(("root/workspace", exp.workspace, 0))
+    for skill_dir in exp.skill_dirs:
+        entries.append((f"contagent/skills/{skill_dir.name}", skill_dir, 0))
+    return docker_ops.make_tar(entries)
+
+
+def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
+    """Usage summed over the raw log, and the first request's settings as sent on the wire."""
+    totals = TokenTotals(exchanges=0, with_usage=0)
+    wire: dict[str, Any] | None = None
+    if not exchanges.is_file():
+        return totals, None
+    with exchanges.open("rb") as fh:
+        for line in fh:
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a torn last line; the exporter reports it
+            if rec.get("type") == "request":
+                totals.exchanges += 1
+                body = rec.get("body")
+                if wire is None and isinstance(body, dict):
+                    wire = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+            elif rec.get("type") == "outcome" and isinstance(rec.get("usage"), dict):
+                usage = rec["usage"]
+                totals.with_usage += 1
+                totals.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+                totals.completion_tokens += int(usage.get("completion_tokens") or 0)
+                totals.total_tokens += int(usage.get("total_tokens") or 0)
+    return totals, wire
+
+
+def _write_json_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _verdict(
+    outcome: dict[str, Any], timed_out: bool, cancelled: bool, container_code: int | None
+) -> tuple[RolloutStatus, str | None]:
+    codes = outcome.get("exit_codes") or {}
+    if cancelled:
+        return "infra_error", "interrupted"
+    if timed_out:
+        return "timeout", "the rollout ran past --timeout and was stopped"
+    if codes.get("setup") is None:
+        return "infra_error", f"the runner container exited ({container_code}) before setup.sh finished"
+    if codes["setup"] != 0:
+        return "infra_error", f"setup.sh exited {codes['setup']}"
+    if codes.get("agent") == 1:
+        return "agent_error", outcome.get("agent_error") or "the agent raised"
+    if codes.get("evaluate") is None:
+        return "infra_error", f"the runner container exited ({container_code}) before evaluate.sh finished"
+    return ("passed", None) if codes["evaluate"] == 0 else ("failed", None)
+
+
+def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
+    """Run one rollout to the end and write its files; never raises for docker trouble."""
+    from contagent.proxy import start_proxy_in_thread
+
+    cfg = ctx.config
+    name = plan.name
+    rpaths = ctx.paths.rollout(name)
+    rpaths.root.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    started = time.time()
+    prefix = f"contagent-{cfg.run_id}-{name}"
+    outcome: dict[str, Any] = {}
+    stderr = b""
+    container_code: int | None = None
+    container_s: float | None = None
+    timed_out = False
+    error: str | None = None
+    effective: LlmSettings | None = None
+    proxy: Any = None
+    collected = Path(tempfile.mkdtemp(prefix="contagent-out-"))
+    try:
+        net = docker_ops.create_network(ctx.client, prefix, ctx.labels(name, "network"))
+        proxy = start_proxy_in_thread(
+            cfg.upstream_url,
+            ctx.paths.rollouts_dir,
+            host=net.gateway,
+            port=0,
+            upstream_api_key=cfg.api_key,
+            upstream_timeout=cfg.llm.timeout_s + 30,
+        )
+        settings, effective = _settings(ctx, plan, proxy.rollout_base_url(name))
+        for svc in plan.experiment.spec.services:
+            docker_ops.start_service(
+                ctx.client,
+                name=f"{prefix}-{svc.name}",
+                alias=svc.name,
+                image=svc.image,
+                network=net.name,
+                environment=svc.environment,
+                entrypoint=plan.experiment.entrypoint_path(svc),
+                labels=ctx.labels(name, "service"),
+            )
+        container = ctx.client.containers.create(
+            cfg.image,
+            name=f"{prefix}-runner",
+            hostname="runner",
+            network=net.name,
+            cap_add=list(plan.experiment.spec.cap_add) or None,
+            labels=ctx.labels(name, "runner"),
+            # SDK logs as one JSON object a line in <name>.err, not rich-wrapped text.
+            environment={"HOME": "/root", "CONTAGENT_ROLLOUT": name, "LOG_JSON": "1", "LOG_RICH_TRACEBACKS": "false"},
+            working_dir=WORKSPACE,
+            init=True,
+        )
+        container.put_archive("/", _runner_archive(plan, settings))
+        container.start()
+        deadline = time.monotonic() + cfg.timeout_s
+        container_code, timed_out = docker_ops.wait_container(container, deadline, ctx.cancel.is_set)
+        container_s = docker_ops.run_seconds(container)
+        try:
+            bits, _ = container.get_archive(f"{IN_CONTAINER}/out")
+            docker_ops.extract_tar(bits, collected)
+        except docker.errors.NotFound:
+            pass
+        stderr = container.logs(stdout=False, stderr=True) or b""
+        out_dir = collected / "out"
+        if (out_dir / "outcome.json").is_file():
+            outcome = json.loads((out_dir / "outcome.json").read_text())
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError, ContagentError) as exc:
+        # One rollout's trouble (an image that is not there, a proxy that cannot listen) is
+        # recorded as its infra_error; the other rollouts still run.
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        log.warning("rollout %s: %s", name, error)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        try:
+            docker_ops.remove_labelled(
+                ctx.client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
+            )
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            log.warning("rollout %s: clean-up failed: %s", name, exc)
+
+    out_dir = collected / "out"
+    _copy_or_empty(out_dir / "events.jsonl", ctx.paths.log(name))
+    ctx.paths.err(name).write_bytes(stderr)
+    if error is not None:
+        status: RolloutStatus = "infra_error"
+    else:
+        status, error = _verdict(outcome, timed_out, ctx.cancel.is_set(), container_code)
+    ctx.paths.result_text(name).write_text(_result_text(out_dir, outcome, status, error))
+    shutil.rmtree(collected, ignore_errors=True)
+
+    tokens, wire = token_totals(rpaths.exchanges)
+    codes = outcome.get("exit_codes") or {}
+    phases = outcome.get("timings") or {}
+    wall = time.monotonic() - t0
+    inside = sum(float(phases.get(k) or 0.0) for k in ("setup_s", "agent_s", "evaluate_s"))
+    evaluated = codes.get("evaluate") is not None and status in ("passed", "failed", "agent_error")
+    result = RolloutResult(
+        rollout_id=name,
+        experiment=plan.experiment.name,
+        model=cfg.llm.served_model_name,
+        status=status,
+        passed=status == "passed",
+        reward=(1.0 if status == "passed" else 0.0) if evaluated else None,
+        stop_condition="timeout" if status == "timeout" else outcome.get("stop_condition"),
+        started=started,
+        ended=time.time(),
+        duration_s=wall,
+        run_id=cfg.run_id,
+        repeat_index=plan.repeat_index,
+        image=cfg.image,
+        exit_codes=ExitCodes(
+            setup=codes.get("setup"),
+            agent=codes.get("agent"),
+            evaluate=codes.get("evaluate"),
+            container=container_code,
+        ),
+        timings=PhaseTimings(
+            setup_s=phases.get("setup_s"),
+            agent_s=phases.get("agent_s"),
+            evaluate_s=phases.get("evaluate_s"),
+            container_s=container_s,
+            wall_s=wall,
+            overhead_s=wall - inside if phases else None,
+        ),
+        iterations=outcome.get("iterations"),
+        tokens=tokens,
+        llm=effective,
+        wire_params=wire,
+        openhands_version=outcome.get("openhands_version"),
+        skills_loaded=outcome.get("skills_loaded"),
+        error=error,
+    )
+    _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
+    return result
+
+
+def _copy_or_empty(src: Path, dest: Path) -> None:
+    if src.is_file():
+        shutil.copyfile(src, dest)
+    else:
+        dest.write_bytes(b"")
+
+
+def _result_text(out_dir: Path, outcome: dict[str, Any], status: str, error: str | None) -> str:
+    codes = outcome.get("exit_codes") or {}
+    parts = []
+    for phase, fname in (("setup", "setup.log"), ("evaluate", "evaluate.log")):
+        path = out_dir / fname
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        parts.append(f"== {phase}.sh (exit {codes.get(phase)}) ==\n{text}")
+    parts.append(f"== verdict: {status} ==\n" + (f"{error}\n" if error else ""))
+    return "\n".join(parts)

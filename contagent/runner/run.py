@@ -1,0 +1,168 @@
+"""``contagent run``: every rollout of every experiment, ``--jobs`` at a time."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from contagent.errors import ContagentError
+from contagent.layout import RunPaths
+from contagent.records import RolloutResult
+from contagent.runner import docker_ops
+from contagent.runner.config import FINISHED_STATUSES, RunConfig
+from contagent.runner.experiment import ExperimentProblem, discover_experiments
+from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+
+log = logging.getLogger(__name__)
+
+#: Set by docker/Dockerfile; images without it lack the venv and entrypoint the runner needs.
+RUNNER_IMAGE_LABEL = "contagent.runner-image"
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """A progress notification: ``kind`` is planned, problem, skipped, started or finished."""
+
+    kind: str
+    name: str = ""
+    total: int = 0
+    result: RolloutResult | None = None
+    message: str = ""
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    log_dir: Path
+    results: list[RolloutResult] = field(default_factory=list)
+    resumed: list[RolloutResult] = field(default_factory=list)
+    problems: list[ExperimentProblem] = field(default_factory=list)
+    wall_s: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """No bad experiment, no infrastructure error, not interrupted (failed verdicts are data)."""
+        return (
+            not self.problems
+            and not self.interrupted
+            and all(r.status != "infra_error" for r in self.results)
+        )
+
+
+def _read_result(path: Path) -> RolloutResult | None:
+    try:
+        return RolloutResult.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def _prepare(paths: RunPaths, plans: list[RolloutPlan], resume: bool) -> tuple[list[RolloutPlan], list[RolloutResult]]:
+    """Which rollouts still need running; with --resume, unfinished attempts are moved aside."""
+    todo: list[RolloutPlan] = []
+    done: list[RolloutResult] = []
+    for plan in plans:
+        existing = [p for p in paths.files_of(plan.name) if p.exists()]
+        if not existing:
+            todo.append(plan)
+            continue
+        if not resume:
+            raise ContagentError(
+                f"{paths.root} already holds rollout {plan.name}; pass --resume to continue that run "
+                "or choose another --log-dir"
+            )
+        previous = _read_result(paths.rollout(plan.name).result)
+        if previous is not None and previous.status in FINISHED_STATUSES:
+            done.append(previous)
+            continue
+        aside = paths.superseded_dir / f"{plan.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        aside.mkdir(parents=True, exist_ok=True)
+        for p in existing:
+            shutil.move(str(p), str(aside / p.name))
+        todo.append(plan)
+    return todo, done
+
+
+def run_experiments(
+    config: RunConfig, on_event: Callable[[RunEvent], None] | None = None
+) -> RunSummary:
+    """Run the experiments of ``config``; bad experiments are reported and skipped."""
+    emit = on_event or (lambda _e: None)
+    t0 = time.monotonic()
+    if not config.owner:
+        config = replace(config, owner=docker_ops.default_owner())
+    experiments, problems = discover_experiments(
+        config.experiments_dir, list(config.experiments) or None, config.skills_dir
+    )
+    summary = RunSummary(run_id=config.run_id, log_dir=config.log_dir, problems=problems)
+    for problem in problems:
+        emit(RunEvent("problem", name=problem.name, message=problem.message))
+    plans = [RolloutPlan(exp, k) for exp in experiments for k in range(config.repeat)]
+    paths = RunPaths(Path(config.log_dir))
+    paths.root.mkdir(parents=True, exist_ok=True)
+    todo, done = _prepare(paths, plans, config.resume)
+    summary.resumed = done
+    emit(RunEvent("planned", total=len(plans)))
+    for result in done:
+        emit(RunEvent("skipped", name=result.rollout_id, result=result))
+    if not todo:
+        summary.wall_s = time.monotonic() - t0
+        return summary
+
+    client = docker_ops.connect()
+    try:
+        image = client.images.get(config.image)
+    except Exception as exc:
+        raise ContagentError(
+            f"runner image {config.image} not found ({type(exc).__name__}); build it with `contagent build`"
+        ) from None
+    if (image.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
+        raise ContagentError(
+            f"--openhands-image {config.image} is not a contagent runner image "
+            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build`"
+        )
+    ctx = RunContext(config=config, paths=paths, client=client, cancel=threading.Event())
+
+    def one(plan: RolloutPlan) -> RolloutResult:
+        emit(RunEvent("started", name=plan.name))
+        result = run_rollout(ctx, plan)
+        emit(RunEvent("finished", name=plan.name, result=result))
+        return result
+
+    pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="rollout")
+    pending: set[Future[RolloutResult]] = set()
+    queue = list(todo)
+    try:
+        while queue or pending:
+            while queue and len(pending) < config.jobs and not ctx.cancel.is_set():
+                pending.add(pool.submit(one, queue.pop(0)))
+            if not pending:
+                break
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                summary.results.append(fut.result())
+    except KeyboardInterrupt:
+        # Running rollouts see the flag, kill their containers and clean up themselves.
+        ctx.cancel.set()
+        summary.interrupted = True
+        for fut in pending:
+            try:
+                summary.results.append(fut.result())
+            except KeyboardInterrupt:
+                break
+    finally:
+        ctx.cancel.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        # Belt and braces: nothing of this run may outlive it.
+        docker_ops.remove_labelled(client, {docker_ops.LABEL_RUN: config.run_id})
+        client.close()
+    summary.wall_s = time.monotonic() - t0
+    return summary

@@ -1,0 +1,152 @@
+"""Docker end-to-end fixtures: the real engine, the real runner image, the real OpenHands agent.
+
+The only stand-in is the LLM: a scripted OpenAI-compatible server on loopback,
+reached by the recording proxy (on the host), never by the containers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contagent.runner import docker_ops
+from contagent.runner.config import LlmOptions, RunConfig
+from contagent.runner.run import RunSummary, run_experiments
+from contagent.testing.llm_stub import (
+    Reply,
+    RunningStub,
+    Script,
+    StubRequest,
+    ToolCall,
+    start_stub_in_thread,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER_IMAGE = os.environ.get("CONTAGENT_RUNNER_IMAGE", "contagent-runner:latest")
+BASE_IMAGE = os.environ.get("CONTAGENT_BASE_IMAGE", "contagent-base:trixie")
+SECRET = re.compile(r"s-[0-9a-f]{24}")
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    client = docker_ops.connect()
+    for image in (RUNNER_IMAGE, BASE_IMAGE):
+        try:
+            client.images.get(image)
+        except Exception:
+            pytest.fail(f"image {image} missing: run scripts/build-images.sh (what .ci/run does)")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def run_id(docker_client: Any) -> Iterator[str]:
+    """A fresh run id; afterwards no container or network of that run may be left."""
+    rid = f"t-{uuid.uuid4().hex[:10]}"
+    yield rid
+    left = docker_ops.leftovers(docker_client, {docker_ops.LABEL_RUN: rid})
+    docker_ops.remove_labelled(docker_client, {docker_ops.LABEL_RUN: rid})
+    assert left == [], f"run {rid} left {left}"
+
+
+@pytest.fixture
+def owner() -> str:
+    return f"contagent-tests-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
+    started: list[RunningStub] = []
+
+    def make(script: Script) -> RunningStub:
+        stub = start_stub_in_thread(script, host="127.0.0.1")
+        started.append(stub)
+        return stub
+
+    yield make
+    for stub in started:
+        stub.stop()
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def tool_outputs(req: StubRequest) -> list[str]:
+    return [text_of(m) for m in req.json["messages"] if m.get("role") == "tool"]
+
+
+def terminal(command: str) -> Reply:
+    return Reply(content=None, tool_calls=[ToolCall("terminal", {"command": command, "security_risk": "LOW"})])
+
+
+FINISH = Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
+
+
+def secret_player(answer: str | None = None) -> Callable[[StubRequest], Reply]:
+    """Plays exp_001 as a model would: read the secret, write the answer from what it saw, finish.
+
+    ``answer`` overrides what is written (a wrong answer); the moves depend only
+    on the request, so concurrent rollouts can share one stub.
+    """
+
+    def play(req: StubRequest) -> Reply:
+        outputs = tool_outputs(req)
+        if not outputs:
+            return terminal("cat ~/workspace/secret.txt")
+        if len(outputs) == 1:
+            seen = SECRET.search(outputs[0])
+            value = answer if answer is not None else f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
+            return terminal(f"printf '%s' '{value}' > ~/workspace/result.txt")
+        return FINISH
+
+    return play
+
+
+@pytest.fixture
+def run(tmp_path: Path, run_id: str, owner: str) -> Callable[..., RunSummary]:
+    """Run experiments through the library with test defaults; keyword arguments override RunConfig."""
+
+    def go(stub: RunningStub, experiments_dir: Path | None = None, **overrides: Any) -> RunSummary:
+        llm = overrides.pop("llm", LlmOptions(served_model_name="stub-model", temperature=0.3))
+        config = RunConfig(
+            experiments_dir=experiments_dir or REPO / "experiments",
+            log_dir=tmp_path / "logs",
+            skills_dir=REPO / "skills",
+            upstream_url=stub.url,
+            llm=llm,
+            image=RUNNER_IMAGE,
+            timeout_s=300,
+            max_iterations=10,
+            run_id=run_id,
+            owner=owner,
+        )
+        return run_experiments(replace(config, **overrides))
+
+    return go
+
+
+def copy_experiment(name: str, dest: Path) -> Path:
+    target = dest / name
+    shutil.copytree(REPO / "experiments" / name, target)
+    return target
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from contagent.cli import main; main()", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})},
+    )  # fmt: skip

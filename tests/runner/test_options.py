@@ -1,0 +1,191 @@
+"""Options of `contagent run`/`gc`/`build`, and the runner's pure helpers (no Docker engine needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from contagent.errors import ContagentError
+from contagent.layout import RunPaths
+from contagent.records import RolloutResult
+from contagent.runner import agent_main
+from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
+from contagent.runner.experiment import load_experiment
+from contagent.runner.rollout import RolloutPlan, _verdict, token_totals
+from contagent.runner.run import _prepare
+from tests.runner.conftest import write_experiment
+
+
+def contagent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from contagent.cli import main; main()", *args],
+        capture_output=True, text=True, timeout=120, cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--jobs", "0"], "--jobs must be 1 or more"),
+        (["--repeat", "0"], "--repeat must be 1 or more"),
+        (["--timeout", "0"], "--timeout must be positive"),
+        (["--max-iterations", "0"], "--max-iterations must be 1 or more"),
+        (["--temperature", "3"], "--temperature must be between 0 and 2"),
+        (["--top-p", "0"], "--top-p must be in (0, 1]"),
+        (["--extra-body", "{bad"], "--extra-body is not valid JSON"),
+        (["--extra-body", "[1]"], "--extra-body must be a JSON object"),
+        (["--extra-body", '{"messages": []}'], "--extra-body must not set messages"),
+        (["--vllm-url", "localhost:8000"], "is not an http(s) URL"),
+        (["--run-id", "../x"], "is not a safe name"),
+        (["--experiments-dir", "/nonexistent/exps"], "experiments directory not found"),
+        (["--experiment", "../etc"], "not a safe single path segment"),
+    ],
+)
+def test_bad_options_give_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "exps").mkdir()
+    proc = contagent("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
+                     "--log-dir", str(tmp_path / "logs"), *args)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("contagent: error: "), proc.stderr
+    assert message in lines[-1]
+    assert "Traceback" not in proc.stderr
+
+
+def test_help_says_network_is_no_longer_used() -> None:
+    proc = contagent("run", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for option in ("--vllm-url", "--served-model-name", "--api-key", "--openhands-image", "--experiments-dir",
+                   "--experiment", "--log-dir", "--skills-dir", "--jobs", "--repeat", "--timeout",
+                   "--max-iterations", "--temperature", "--top-p", "--reasoning-effort", "--extra-body",
+                   "--resume"):  # fmt: skip
+        assert option in text
+    assert "NO LONGER USED" in text
+
+
+def test_all_experiments_bad_exits_1_and_reports(tmp_path: Path) -> None:
+    write_experiment(tmp_path / "exps", "broken", None, raw='{"task": 1}')
+    proc = contagent("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
+                     "--log-dir", str(tmp_path / "logs"), "--network", "contagent-net")  # fmt: skip
+    assert proc.returncode == 1
+    assert "--network contagent-net is no longer used" in proc.stderr
+    assert "broken/experiment.json: $.task: 1 is not of type 'string'" in " ".join(proc.stderr.split())
+
+
+def test_upstream_base_accepts_both_forms() -> None:
+    assert upstream_base("http://h:8000/v1/") == "http://h:8000"
+    assert upstream_base("http://h:8000") == "http://h:8000"
+    with pytest.raises(ContagentError):
+        upstream_base("ftp://h")
+
+
+def test_rollout_names_and_paths(tmp_path: Path) -> None:
+    assert rollout_name("exp_001", 0) == "exp_001"
+    assert rollout_name("exp_001", 2) == "exp_001_r2"
+    paths = RunPaths(tmp_path)
+    assert paths.log("a") == tmp_path / "a.log"
+    assert paths.rollout("a").exchanges == tmp_path / "rollouts" / "a" / "exchanges.jsonl"
+    with pytest.raises(ContagentError):
+        paths.err("../a")
+
+
+def test_llm_settings_are_set_deliberately() -> None:
+    base = {"model": "openai/m", "base_url": "http://g:1/r/x/v1", "num_retries": 0, "timeout_s": 900.0,
+            "reasoning_effort": None, "temperature": None, "top_p": None, "max_output_tokens": None,
+            "extra_body": {}, "max_iterations": 5}  # fmt: skip
+    kw = agent_main._llm_kwargs(base)
+    # OpenHands would send reasoning_effort "high" and retry 5 times by default.
+    assert kw["reasoning_effort"] is None and kw["num_retries"] == 0 and kw["timeout"] == 900
+    assert "capability_overrides" not in kw and "temperature" not in kw
+    kw = agent_main._llm_kwargs({**base, "temperature": 0.2, "top_p": 0.9, "reasoning_effort": "low",
+                                 "extra_body": {"top_k": 20}})  # fmt: skip
+    assert kw["temperature"] == 0.2 and kw["top_p"] == 0.9 and kw["reasoning_effort"] == "low"
+    # Without the override the SDK silently drops sampling parameters for "reasoning" models.
+    assert kw["capability_overrides"] == {"supports_sampling_params": True}
+    assert kw["litellm_extra_body"] == {"top_k": 20}
+
+
+def test_token_totals_and_wire_params(tmp_path: Path) -> None:
+    log = tmp_path / "exchanges.jsonl"
+    lines = [
+        {"type": "request", "index": 0, "body": {"model": "m", "messages": [], "tools": [], "temperature": 0.2}},
+        {"type": "outcome", "index": 0, "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}},
+        {"type": "request", "index": 1, "body": {"model": "m", "messages": []}},
+        {"type": "outcome", "index": 1, "usage": None},
+    ]
+    log.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b'\n{"torn')
+    totals, wire = token_totals(log)
+    assert (totals.exchanges, totals.with_usage, totals.total_tokens) == (2, 1, 12)
+    assert wire == {"model": "m", "temperature": 0.2}
+    assert token_totals(tmp_path / "none.jsonl")[0].exchanges == 0
+
+
+@pytest.mark.parametrize(
+    ("outcome", "timed_out", "cancelled", "status"),
+    [
+        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}, False, False, "passed"),
+        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 1}}, False, False, "failed"),
+        ({"exit_codes": {"setup": 0, "agent": 1, "evaluate": 0}}, False, False, "agent_error"),
+        ({"exit_codes": {"setup": 2}}, False, False, "infra_error"),
+        ({}, False, False, "infra_error"),
+        ({"exit_codes": {"setup": 0, "agent": 0}}, True, False, "timeout"),
+        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}, False, True, "infra_error"),
+    ],
+)
+def test_verdicts(outcome: dict, timed_out: bool, cancelled: bool, status: str) -> None:
+    assert _verdict(outcome, timed_out, cancelled, 0)[0] == status
+
+
+def test_existing_rollouts_need_resume_and_resume_skips_finished(tmp_path: Path) -> None:
+    exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
+    plans = [RolloutPlan(exp, 0), RolloutPlan(exp, 1)]
+    paths = RunPaths(tmp_path / "logs")
+    done = paths.rollout("e")
+    done.root.mkdir(parents=True)
+    done.result.write_text(RolloutResult(rollout_id="e", status="passed").model_dump_json())
+    unfinished = paths.rollout("e_r1")
+    unfinished.root.mkdir(parents=True)
+    unfinished.exchanges.write_text("{}\n")
+    unfinished.result.write_text(json.dumps({"rollout_id": "e_r1", "status": "infra_error"}))
+    with pytest.raises(ContagentError, match="pass --resume"):
+        _prepare(paths, plans, resume=False)
+    todo, finished = _prepare(paths, plans, resume=True)
+    assert [p.name for p in todo] == ["e_r1"]
+    assert [r.rollout_id for r in finished] == ["e"]
+    assert not unfinished.root.exists()
+    moved = list(paths.superseded_dir.glob("e_r1-*/e_r1/exchanges.jsonl"))
+    assert len(moved) == 1  # moved aside, never deleted
+
+
+def test_run_config_rejects_bad_values(tmp_path: Path) -> None:
+    llm = LlmOptions(served_model_name="m")
+    with pytest.raises(ContagentError):
+        RunConfig(experiments_dir=tmp_path, log_dir=tmp_path, upstream_url="http://x", llm=llm, jobs=0)
+    with pytest.raises(ContagentError):
+        LlmOptions(served_model_name=" ")
+    assert llm.litellm_model == "openai/m"
+
+
+def test_build_refuses_a_missing_ca_bundle(tmp_path: Path) -> None:
+    proc = contagent("build", "--ca-bundle", str(tmp_path / "nope.crt"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"contagent: error: --ca-bundle {tmp_path / 'nope.crt'}: no such file"
+
+
+def test_vllm_compose_file_keeps_the_server_off_the_rollout_networks() -> None:
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker" / "compose.vllm.yml").read_text())
+    vllm = compose["services"]["vllm"]
+    # Published on loopback only: rollout containers can reach the host's other addresses.
+    assert vllm["ports"] and all(str(p).startswith("127.0.0.1:") for p in vllm["ports"])
+    assert compose["networks"]["contagent-net"]["name"] == "contagent-net"
+    assert "contagent-net" in vllm["networks"]
+    assert vllm["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert any(arg.startswith("--served-model-name=") for arg in vllm["command"])
