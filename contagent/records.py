@@ -129,7 +129,8 @@ class ExitCodes(BaseModel):
 
     setup: int | None = Field(None, description="setup.sh exit code.")
     agent: int | None = Field(
-        None, description="0 when the agent ran to an end (finished or iteration limit), 1 when it raised."
+        None,
+        description="0 when the agent ran to an end (finished or iteration limit), 1 when it raised.",
     )
     evaluate: int | None = Field(None, description="evaluate.sh exit code; 0 is a pass.")
     container: int | None = Field(
@@ -148,7 +149,9 @@ class PhaseTimings(BaseModel):
     container_s: float | None = Field(
         None, description="Runner container run time, start to exit, as the Docker engine saw it."
     )
-    wall_s: float = Field(description="Whole rollout as the host saw it, network creation to cleanup.")
+    wall_s: float = Field(
+        description="Whole rollout as the host saw it, network creation to cleanup."
+    )
     overhead_s: float | None = Field(
         None, description="wall_s minus setup, agent and evaluation: what the runner itself costs."
     )
@@ -173,7 +176,9 @@ class LlmSettings(BaseModel):
 
     model: str = Field(description="LiteLLM model string, e.g. openai/<served-model-name>.")
     base_url: str = Field(description="The recording proxy's URL for this rollout.")
-    num_retries: int = Field(description="LLM call retries by the SDK (0: a failed call is not re-sent).")
+    num_retries: int = Field(
+        description="LLM call retries by the SDK (0: a failed call is not re-sent)."
+    )
     timeout_s: float = Field(description="Per-request timeout in seconds.")
     reasoning_effort: str | None = Field(None, description="Sent only when set; null: not sent.")
     temperature: float | None = Field(None, description="Sent only when set.")
@@ -205,7 +210,9 @@ class RolloutResult(BaseModel):
     ended: float | None = None
     duration_s: float | None = None
     run_id: str | None = Field(None, description="The `contagent run` that made this rollout.")
-    repeat_index: int | None = Field(None, ge=0, description="Which repeat of the experiment (0-based).")
+    repeat_index: int | None = Field(
+        None, ge=0, description="Which repeat of the experiment (0-based)."
+    )
     image: str | None = Field(None, description="Runner image the rollout ran in.")
     exit_codes: ExitCodes | None = None
     timings: PhaseTimings | None = None

@@ -16,6 +16,7 @@ from tests.conftest import REPO, read_rows
 def test_committed_samples_match_their_generator(tmp_path: Path) -> None:
     write_samples(tmp_path)
     committed = REPO / "data" / "rollouts"
+    assert (committed / "expected.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
     for name in SCENARIOS:
         for file in ("exchanges.jsonl", "result.json"):
             assert (committed / name / file).read_bytes() == (

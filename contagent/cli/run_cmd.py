@@ -68,7 +68,10 @@ class _Progress:
                 f"{time.monotonic() - self.t0:.0f}s",
             )
             now = time.monotonic()
-            lines = [Text(f"  running {n} ({now - t:.0f}s)", style="dim") for n, t in sorted(self.running.items())]
+            lines = [
+                Text(f"  running {n} ({now - t:.0f}s)", style="dim")
+                for n, t in sorted(self.running.items())
+            ]
             return Group(head, *lines)
 
 
@@ -109,27 +112,92 @@ def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_command(
         served_model_name: Annotated[str, typer.Option(help="Model name the LLM server serves.")],
-        vllm_url: Annotated[str, typer.Option(help="The OpenAI-compatible LLM server the proxy forwards to (with or without /v1).")] = "http://127.0.0.1:8000/v1",
-        api_key: Annotated[str | None, typer.Option(envvar="CONTAGENT_API_KEY", help="Key for the LLM server; given to the proxy only, never to the agent.")] = None,
-        experiments_dir: Annotated[Path, typer.Option(help="Folder of experiment folders.")] = Path("experiments"),
-        experiment: Annotated[list[str] | None, typer.Option(help="Run only this experiment (repeatable).")] = None,
-        log_dir: Annotated[Path, typer.Option(help="Where logs and rollout folders go.")] = Path("logs"),
-        skills_dir: Annotated[Path, typer.Option(help="Folder of skill folders (<name>/SKILL.md).")] = Path("skills"),
-        openhands_image: Annotated[str, typer.Option(help="The runner image (built by `contagent build`).")] = "contagent-runner:latest",
-        network: Annotated[str | None, typer.Option(help="NO LONGER USED: each rollout gets its own isolated network and reaches the LLM only through the recording proxy; the value is ignored with a warning.")] = None,
+        vllm_url: Annotated[
+            str,
+            typer.Option(
+                help="The OpenAI-compatible LLM server the proxy forwards to (with or without /v1)."
+            ),
+        ] = "http://127.0.0.1:8000/v1",
+        api_key: Annotated[
+            str | None,
+            typer.Option(
+                envvar="CONTAGENT_API_KEY",
+                help="Key for the LLM server; given to the proxy only, never to the agent.",
+            ),
+        ] = None,
+        experiments_dir: Annotated[Path, typer.Option(help="Folder of experiment folders.")] = Path(
+            "experiments"
+        ),
+        experiment: Annotated[
+            list[str] | None, typer.Option(help="Run only this experiment (repeatable).")
+        ] = None,
+        log_dir: Annotated[Path, typer.Option(help="Where logs and rollout folders go.")] = Path(
+            "logs"
+        ),
+        skills_dir: Annotated[
+            Path, typer.Option(help="Folder of skill folders (<name>/SKILL.md).")
+        ] = Path("skills"),
+        openhands_image: Annotated[
+            str, typer.Option(help="The runner image (built by `contagent build`).")
+        ] = "contagent-runner:latest",
+        network: Annotated[
+            str | None,
+            typer.Option(
+                help="NO LONGER USED: each rollout gets its own isolated network and reaches the LLM only through the recording proxy; the value is ignored with a warning."
+            ),
+        ] = None,
         jobs: Annotated[int, typer.Option(help="Rollouts in parallel.")] = 1,
         repeat: Annotated[int, typer.Option(help="Rollouts per experiment.")] = 1,
-        timeout: Annotated[float, typer.Option(help="Seconds per rollout (setup, agent and evaluation) before it is stopped as `timeout`.")] = 3600.0,
+        timeout: Annotated[
+            float,
+            typer.Option(
+                help="Seconds per rollout (setup, agent and evaluation) before it is stopped as `timeout`."
+            ),
+        ] = 3600.0,
         max_iterations: Annotated[int, typer.Option(help="Agent iteration limit.")] = 50,
-        temperature: Annotated[float | None, typer.Option(help="Sampling temperature sent to the server (default: not sent).")] = None,
-        top_p: Annotated[float | None, typer.Option(help="top_p sent to the server (default: not sent).")] = None,
-        reasoning_effort: Annotated[str | None, typer.Option(help="reasoning_effort sent to the server (default: not sent; OpenHands would send 'high').")] = None,
-        max_output_tokens: Annotated[int | None, typer.Option(help="Completion token limit per call (default: not sent).")] = None,
-        extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body, e.g. '{\"top_k\": 20}'.")] = None,
-        llm_timeout: Annotated[float, typer.Option(help="Seconds per LLM request before the agent gives up on it.")] = 900.0,
-        llm_retries: Annotated[int, typer.Option(help="Times the agent re-sends a failed LLM request (each is a duplicate in the log).")] = 0,
-        resume: Annotated[bool, typer.Option(help="Skip rollouts already finished in --log-dir; re-run unfinished ones.")] = False,
-        run_id: Annotated[str | None, typer.Option(help="Name of this run (labels on its containers); default: time + random.")] = None,
+        temperature: Annotated[
+            float | None,
+            typer.Option(help="Sampling temperature sent to the server (default: not sent)."),
+        ] = None,
+        top_p: Annotated[
+            float | None, typer.Option(help="top_p sent to the server (default: not sent).")
+        ] = None,
+        reasoning_effort: Annotated[
+            str | None,
+            typer.Option(
+                help="reasoning_effort sent to the server (default: not sent; OpenHands would send 'high')."
+            ),
+        ] = None,
+        max_output_tokens: Annotated[
+            int | None, typer.Option(help="Completion token limit per call (default: not sent).")
+        ] = None,
+        extra_body: Annotated[
+            str | None,
+            typer.Option(
+                help="JSON object merged into every request body, e.g. '{\"top_k\": 20}'."
+            ),
+        ] = None,
+        llm_timeout: Annotated[
+            float, typer.Option(help="Seconds per LLM request before the agent gives up on it.")
+        ] = 900.0,
+        llm_retries: Annotated[
+            int,
+            typer.Option(
+                help="Times the agent re-sends a failed LLM request (each is a duplicate in the log)."
+            ),
+        ] = 0,
+        resume: Annotated[
+            bool,
+            typer.Option(
+                help="Skip rollouts already finished in --log-dir; re-run unfinished ones."
+            ),
+        ] = False,
+        run_id: Annotated[
+            str | None,
+            typer.Option(
+                help="Name of this run (labels on its containers); default: time + random."
+            ),
+        ] = None,
     ) -> None:
         """Run experiments in Docker with the OpenHands agent, recording every LLM exchange."""
         from contagent.runner.config import LlmOptions, RunConfig, new_run_id, upstream_base
@@ -181,7 +249,9 @@ def register(app: typer.Typer) -> None:
         rate = f" ({100 * passed / len(everything):.0f}%)" if everything else ""
         console.print(f"passed {passed}/{len(everything)}{rate}, tokens {tokens:,}", soft_wrap=True)
         console.print(
-            Text(f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"),
+            Text(
+                f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"
+            ),
             soft_wrap=True,
         )
         if summary.interrupted:
@@ -192,22 +262,39 @@ def register(app: typer.Typer) -> None:
     @app.command("gc")
     def gc_command(
         run_id: Annotated[str | None, typer.Option(help="Only this run's leftovers.")] = None,
-        owner: Annotated[str | None, typer.Option(help="Owner label to clean (default: you, as `contagent run` labels it).")] = None,
+        owner: Annotated[
+            str | None,
+            typer.Option(help="Owner label to clean (default: you, as `contagent run` labels it)."),
+        ] = None,
     ) -> None:
         """Remove containers and networks left by your runs (never another owner's)."""
         from contagent.runner import docker_ops
 
         removed = run_guarded(lambda: docker_ops.gc(owner or docker_ops.default_owner(), run_id))
-        console.print(f"removed {len(removed.containers)} containers, {len(removed.networks)} networks")
+        console.print(
+            f"removed {len(removed.containers)} containers, {len(removed.networks)} networks"
+        )
 
     @app.command("build")
     def build_command(
         tag: Annotated[str, typer.Option(help="Image name.")] = "contagent-runner:latest",
-        base_image: Annotated[str, typer.Option(help="Base image with Python 3.12+.")] = "python:3.13-slim",
-        ca_bundle: Annotated[Path | None, typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies).")] = None,
+        base_image: Annotated[
+            str, typer.Option(help="Base image with Python 3.12+.")
+        ] = "python:3.13-slim",
+        ca_bundle: Annotated[
+            Path | None,
+            typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies)."),
+        ] = None,
     ) -> None:
         """Build the runner image (Python + the pinned OpenHands SDK)."""
         from contagent.runner.build import build_image
 
-        result = run_guarded(lambda: build_image(tag, base_image, ca_bundle, on_line=lambda line: console.print(line, markup=False, highlight=False)))
+        result = run_guarded(
+            lambda: build_image(
+                tag,
+                base_image,
+                ca_bundle,
+                on_line=lambda line: console.print(line, markup=False, highlight=False),
+            )
+        )
         console.print(f"built {result.image} ({result.image_id[:19]}) from {result.base_image}")

@@ -31,8 +31,13 @@ def _run_script(script: Path, cwd: Path, log: Path, timeout: float | None) -> in
     with log.open("wb") as out:
         try:
             return subprocess.run(
-                ["bash", str(script)], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, timeout=timeout, check=False,
+                ["bash", str(script)],
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                check=False,
             ).returncode
         except subprocess.TimeoutExpired:
             out.write(f"\n[contagent] {script.name} timed out after {timeout} s\n".encode())
@@ -81,7 +86,9 @@ def _run_agent(settings: dict[str, Any], out: Path, outcome: dict[str, Any]) -> 
 
     outcome["openhands_version"] = version("openhands-sdk")
     llm_cfg = settings["llm"]
-    llm = LLM(api_key=SecretStr(settings.get("api_key") or "contagent-proxy"), **_llm_kwargs(llm_cfg))
+    llm = LLM(
+        api_key=SecretStr(settings.get("api_key") or "contagent-proxy"), **_llm_kwargs(llm_cfg)
+    )
 
     skills: list[Any] = []
     skills_dir = Path(settings["skills_dir"])
@@ -93,7 +100,11 @@ def _run_agent(settings: dict[str, Any], out: Path, outcome: dict[str, Any]) -> 
 
     agent = Agent(
         llm=llm,
-        tools=[Tool(name=TerminalTool.name), Tool(name=FileEditorTool.name), Tool(name=TaskTrackerTool.name)],
+        tools=[
+            Tool(name=TerminalTool.name),
+            Tool(name=FileEditorTool.name),
+            Tool(name=TaskTrackerTool.name),
+        ],
         agent_context=AgentContext(skills=skills),
     )
 
@@ -128,7 +139,9 @@ def _run_agent(settings: dict[str, Any], out: Path, outcome: dict[str, Any]) -> 
         conversation.run()
     finally:
         events_log.close()
-    status = str(getattr(conversation.state.execution_status, "value", conversation.state.execution_status))
+    status = str(
+        getattr(conversation.state.execution_status, "value", conversation.state.execution_status)
+    )
     if outcome.get("error_code") == "MaxIterationsReached":
         stop = "max_iterations"
     elif status == "finished":

@@ -92,9 +92,13 @@ class RolloutNetwork:
     gateway: str
 
 
-def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> RolloutNetwork:
+def create_network(
+    client: docker.DockerClient, name: str, labels: dict[str, str]
+) -> RolloutNetwork:
     """An internal bridge: its containers reach each other and the host's bridge address, nothing else."""
-    net = client.networks.create(name, driver="bridge", internal=True, labels=labels, check_duplicate=True)
+    net = client.networks.create(
+        name, driver="bridge", internal=True, labels=labels, check_duplicate=True
+    )
     net.reload()
     configs = (net.attrs.get("IPAM") or {}).get("Config") or []
     gateway = next((c.get("Gateway") for c in configs if c.get("Gateway")), None)
@@ -130,7 +134,9 @@ def start_service(
             ) from None
     kwargs: dict[str, Any] = {}
     if entrypoint is not None:
-        kwargs["volumes"] = {str(entrypoint.resolve()): {"bind": "/contagent/entrypoint.sh", "mode": "ro"}}
+        kwargs["volumes"] = {
+            str(entrypoint.resolve()): {"bind": "/contagent/entrypoint.sh", "mode": "ro"}
+        }
         kwargs["entrypoint"] = ["sh", "/contagent/entrypoint.sh"]
         kwargs["command"] = []
     return client.containers.run(
@@ -237,7 +243,10 @@ def remove_labelled(client: docker.DockerClient, filters: dict[str, str]) -> Rem
 def leftovers(client: docker.DockerClient, filters: dict[str, str]) -> list[str]:
     """Names of containers and networks carrying all the given labels."""
     label_filter = [f"{k}={v}" for k, v in filters.items()]
-    names = [f"container {c.name}" for c in client.containers.list(all=True, filters={"label": label_filter})]
+    names = [
+        f"container {c.name}"
+        for c in client.containers.list(all=True, filters={"label": label_filter})
+    ]
     names += [f"network {n.name}" for n in client.networks.list(filters={"label": label_filter})]
     return names
 

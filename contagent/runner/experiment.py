@@ -45,7 +45,10 @@ class ServiceSpec(BaseModel):
         pattern=_HOST_PATTERN,
         description="Host name of the service on the rollout network (lower-case DNS label).",
     )
-    image: str = Field(min_length=1, description="Docker image the service runs (must exist locally or be pullable).")
+    image: str = Field(
+        min_length=1,
+        description="Docker image the service runs (must exist locally or be pullable).",
+    )
     entrypoint_script: str | None = Field(
         None,
         min_length=1,
@@ -62,7 +65,9 @@ class ExperimentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = Field(1, description="experiment.json format version (1).", ge=1, le=1)
-    task: str = Field(min_length=1, description="The instruction sent to the agent as its first message.")
+    task: str = Field(
+        min_length=1, description="The instruction sent to the agent as its first message."
+    )
     skills: list[str] = Field(
         default_factory=list,
         description="Names of skill folders under the skills directory; only these are given to the agent.",
@@ -138,7 +143,9 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
     except UnicodeDecodeError as exc:
         raise ContagentError(f"{file}: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
-        raise ContagentError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ContagentError(
+            f"{file}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     validator = jsonschema.Draft202012Validator(experiment_schema())
     errors = sorted(validator.iter_errors(raw), key=lambda e: (list(e.absolute_path), e.message))
     if errors:
@@ -153,7 +160,9 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
     seen: set[str] = set()
     for i, svc in enumerate(spec.services):
         if svc.name in seen:
-            raise ContagentError(f"{file}: $.services[{i}].name: duplicate service name {svc.name!r}")
+            raise ContagentError(
+                f"{file}: $.services[{i}].name: duplicate service name {svc.name!r}"
+            )
         seen.add(svc.name)
         if svc.entrypoint_script is not None:
             entry = root / svc.entrypoint_script
@@ -174,7 +183,9 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
         except ContagentError as exc:
             raise ContagentError(f"{file}: $.skills[{i}]: {exc}") from None
         if skills_dir is None:
-            raise ContagentError(f"{file}: $.skills[{i}]: skill {skill!r} listed but no --skills-dir")
+            raise ContagentError(
+                f"{file}: $.skills[{i}]: skill {skill!r} listed but no --skills-dir"
+            )
         skill_dir = Path(skills_dir) / skill
         if not _inside(skill_dir, Path(skills_dir)):
             raise ContagentError(f"{file}: $.skills[{i}]: {skill!r} leaves the skills directory")
@@ -209,7 +220,9 @@ def discover_experiments(
                 raise ContagentError(f"{root}: no such experiment")
             roots.append(root)
     else:
-        roots = sorted(p for p in experiments_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        roots = sorted(
+            p for p in experiments_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
     loaded: list[Experiment] = []
     problems: list[ExperimentProblem] = []
     for root in dict.fromkeys(roots):

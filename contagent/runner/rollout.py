@@ -72,7 +72,9 @@ class RunContext:
         }
 
 
-def _settings(ctx: RunContext, plan: RolloutPlan, base_url: str) -> tuple[dict[str, Any], LlmSettings]:
+def _settings(
+    ctx: RunContext, plan: RolloutPlan, base_url: str
+) -> tuple[dict[str, Any], LlmSettings]:
     llm = ctx.config.llm
     effective = LlmSettings(
         model=llm.litellm_model,
@@ -155,13 +157,19 @@ def _verdict(
     if timed_out:
         return "timeout", "the rollout ran past --timeout and was stopped"
     if codes.get("setup") is None:
-        return "infra_error", f"the runner container exited ({container_code}) before setup.sh finished"
+        return (
+            "infra_error",
+            f"the runner container exited ({container_code}) before setup.sh finished",
+        )
     if codes["setup"] != 0:
         return "infra_error", f"setup.sh exited {codes['setup']}"
     if codes.get("agent") == 1:
         return "agent_error", outcome.get("agent_error") or "the agent raised"
     if codes.get("evaluate") is None:
-        return "infra_error", f"the runner container exited ({container_code}) before evaluate.sh finished"
+        return (
+            "infra_error",
+            f"the runner container exited ({container_code}) before evaluate.sh finished",
+        )
     return ("passed", None) if codes["evaluate"] == 0 else ("failed", None)
 
 
@@ -215,14 +223,21 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             cap_add=list(plan.experiment.spec.cap_add) or None,
             labels=ctx.labels(name, "runner"),
             # SDK logs as one JSON object a line in <name>.err, not rich-wrapped text.
-            environment={"HOME": "/root", "CONTAGENT_ROLLOUT": name, "LOG_JSON": "1", "LOG_RICH_TRACEBACKS": "false"},
+            environment={
+                "HOME": "/root",
+                "CONTAGENT_ROLLOUT": name,
+                "LOG_JSON": "1",
+                "LOG_RICH_TRACEBACKS": "false",
+            },
             working_dir=WORKSPACE,
             init=True,
         )
         container.put_archive("/", _runner_archive(plan, settings))
         container.start()
         deadline = time.monotonic() + cfg.timeout_s
-        container_code, timed_out = docker_ops.wait_container(container, deadline, ctx.cancel.is_set)
+        container_code, timed_out = docker_ops.wait_container(
+            container, deadline, ctx.cancel.is_set
+        )
         container_s = docker_ops.run_seconds(container)
         try:
             bits, _ = container.get_archive(f"{IN_CONTAINER}/out")
@@ -233,7 +248,12 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         out_dir = collected / "out"
         if (out_dir / "outcome.json").is_file():
             outcome = json.loads((out_dir / "outcome.json").read_text())
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError, ContagentError) as exc:
+    except (
+        docker.errors.DockerException,
+        requests.exceptions.RequestException,
+        OSError,
+        ContagentError,
+    ) as exc:
         # One rollout's trouble (an image that is not there, a proxy that cannot listen) is
         # recorded as its infra_error; the other rollouts still run.
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]

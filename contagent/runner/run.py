@@ -65,7 +65,9 @@ def _read_result(path: Path) -> RolloutResult | None:
         return None
 
 
-def _prepare(paths: RunPaths, plans: list[RolloutPlan], resume: bool) -> tuple[list[RolloutPlan], list[RolloutResult]]:
+def _prepare(
+    paths: RunPaths, plans: list[RolloutPlan], resume: bool
+) -> tuple[list[RolloutPlan], list[RolloutResult]]:
     """Which rollouts still need running; with --resume, unfinished attempts are moved aside."""
     todo: list[RolloutPlan] = []
     done: list[RolloutResult] = []

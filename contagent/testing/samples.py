@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
 
@@ -53,11 +55,13 @@ def _solve(b: RolloutBuilder, *, fragments: int = 1, finish: bool = True) -> Non
 
 
 def clean_pass(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule-abiding run: read the secret, write the answer, finish. Training-ready."""
     _solve(b)
     return PASSED
 
 
 def failed_run(b: RolloutBuilder) -> dict[str, Any]:
+    """A clean run whose evaluation failed: training-ready, but --filter passed leaves it out."""
     b.step(
         assistant(
             "I will guess.",
@@ -70,7 +74,7 @@ def failed_run(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def retries(b: RolloutBuilder) -> dict[str, Any]:
-    """A timed-out attempt (abandoned), then two completed copies of one request."""
+    """Rule 3: a timed-out attempt (abandoned), then two completed copies of one request."""
     first = b.request()
     b.outcome(
         first, "abandoned", message=None, status=None, usage=False, error="client disconnected"
@@ -82,6 +86,7 @@ def retries(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def length_then_retry(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 1: a response cut by `length` is excluded as incomplete; the retry is kept."""
     cut = b.request()
     b.outcome(
         cut,
@@ -94,6 +99,7 @@ def length_then_retry(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def http_faults(b: RolloutBuilder) -> dict[str, Any]:
+    """HTTP 500/429 and a refused connection are excluded with their own reasons."""
     for status, outcome in ((500, "http_error"), (429, "http_error"), (None, "upstream_error")):
         i = b.request()
         body = {"error": {"message": "server busy", "code": status}} if status else None
@@ -110,11 +116,13 @@ def http_faults(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def fragments(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 4: a tool output split into two adjacent tool messages is merged (one repair)."""
     _solve(b, fragments=2)
     return PASSED
 
 
 def orphan_tool(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 4: a tool message answering no pending call makes the rollout not training-ready."""
     c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt")
     b.step(assistant(None, c1))
     b.tool_output("call_1", "terminal", "hunter2")
@@ -124,7 +132,7 @@ def orphan_tool(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def moved_on(b: RolloutBuilder) -> dict[str, Any]:
-    """An answer the agent never used (call_1), then exact-id consumption of call_10."""
+    """Rules 2-3: an answer the agent never used (call_1) is dropped; call_10 is matched exactly."""
     b.step(assistant(None, call("call_1", "terminal", command="pwd")), consume=False)
     b.user("Please continue.")
     b.step(assistant(None, call("call_10", "terminal", command="cat ~/workspace/secret.txt")))
@@ -134,12 +142,14 @@ def moved_on(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def crashed(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 5: the proxy died before the last outcome; the request is excluded as no_outcome, rollout not ready."""
     _solve(b, finish=False)
     b.request()  # the proxy died before the outcome was written
     return PASSED
 
 
 def no_usage(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 5: a completed response without usage makes the rollout not training-ready."""
     b.step(
         assistant(None, call("call_1", "terminal", command="cat ~/workspace/secret.txt")),
         usage=False,
@@ -150,6 +160,7 @@ def no_usage(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def incomplete_consumed(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 5: a cut response the agent carried on from makes the rollout not training-ready."""
     b.step(assistant("I will read the file and then"), outcome="incomplete", finish_reason="length")
     b.user("Go on.")
     b.step(assistant(None, call("call_2", "finish", message="Done.")))
@@ -157,6 +168,7 @@ def incomplete_consumed(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def tool_conflict(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 6: one tool name with two schemas is a conflict: not training-ready."""
     b.step(assistant(None, call("call_1", "terminal", command="ls")))
     b.tool_output("call_1", "terminal", "secret.txt")
     b.tools[0]["function"]["description"] = "A different terminal."
@@ -165,6 +177,7 @@ def tool_conflict(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def max_iterations(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 7: the iteration limit truncates the rollout: not training-ready."""
     for n in range(3):
         b.step(assistant(None, call(f"call_{n}", "terminal", command="sleep 1")))
         b.tool_output(f"call_{n}", "terminal", "[exit code 0]")
@@ -172,7 +185,7 @@ def max_iterations(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def condensed(b: RolloutBuilder) -> dict[str, Any]:
-    """History condensation: a summariser call, then the agent restarts from a summary."""
+    """Branches: a summariser call, then the agent restarts from a summary (3 branches)."""
     b.step(assistant(None, call("call_1", "terminal", command="ls ~/workspace")))
     b.tool_output("call_1", "terminal", "secret.txt")
     b.step(assistant(None, call("call_2", "terminal", command="cat ~/workspace/secret.txt")))
@@ -206,6 +219,7 @@ def condensed(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def reasoning(b: RolloutBuilder) -> dict[str, Any]:
+    """Rule 9: server reasoning_content kept; a <think> block in content moved out of it."""
     c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt")
     b.step(assistant(None, c1, reasoning="The secret is in a file; read it."))
     b.tool_output("call_1", "terminal", "hunter2")
@@ -221,7 +235,7 @@ def reasoning(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def text_answer(b: RolloutBuilder) -> dict[str, Any]:
-    """Ends with a plain-text answer and no finish call."""
+    """Rule 3: ends with a plain-text answer and no finish call; kept as safe."""
     c1 = call(
         "call_1",
         "terminal",
@@ -254,11 +268,17 @@ SCENARIOS: dict[str, tuple[Callable[[RolloutBuilder], dict[str, Any]], Expected]
 
 
 def write_samples(root: Path) -> list[Path]:
+    """Write every scenario's rollout under ``root`` and, beside them, ``expected.json``."""
     written = []
-    for n, (name, (build, _)) in enumerate(SCENARIOS.items()):
+    expected: dict[str, Any] = {}
+    for n, (name, (build, outcome)) in enumerate(SCENARIOS.items()):
         builder = RolloutBuilder(name, TASK, clock=1_764_000_000.0 + 1000 * n)
         result = build(builder)
         written.append(builder.write(root, result).root)
+        expected[name] = {"about": (build.__doc__ or "").strip() or None, **asdict(outcome)}
+    (Path(root) / "expected.json").write_bytes(
+        orjson.dumps(expected, option=orjson.OPT_INDENT_2) + b"\n"
+    )
     return written
 
 
