@@ -49,10 +49,11 @@ class SSEParser:
             # Fastest path, the shape every OpenAI-compatible server sends: only
             # "data: <one line>\n\n" events. Then every newline belongs to a
             # separator, and one split finds them all (JSON never holds a raw newline).
-            n = data.count(b"\n\ndata: ") + 1
-            if data.count(b"\n") == 2 * n:
+            # (the ASCII separator survives decoding with "replace" unchanged)
+            parts = data[6:-2].decode("utf-8", "replace").split("\n\ndata: ")
+            if data.count(b"\n") == 2 * len(parts):
                 self._buf = b""
-                return data[6:-2].decode("utf-8", "replace").split("\n\ndata: ")
+                return parts
         if not self._data and b"\n\n" in data:
             # fast path for whole events: servers send "data: <json>\n\n", one line each
             blocks = data.split(b"\n\n")
