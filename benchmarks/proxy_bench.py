@@ -70,11 +70,15 @@ def openhands_like_body(size: int = 32 * 1024, stream: bool = False) -> bytes:
 
 
 def start_process(
-    cmd: list[str], prefix: str, env: dict[str, str] | None = None, timeout: float = 120
+    cmd: list[str],
+    prefix: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``cmd``; return it and the URL from its first stdout line starting with ``prefix``."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd
     )
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
@@ -239,6 +243,11 @@ def main() -> None:
         "--no-passthrough", action="store_true", help="skip the minimal pass-through reference"
     )
     ap.add_argument(
+        "--baseline-src",
+        help="also run the proxy from this source tree (a folder holding a `contagent` "
+        "package, e.g. `git archive main contagent | tar -x -C DIR`), for before/after",
+    )
+    ap.add_argument(
         "--litellm",
         help="path to a `litellm` executable (pip install 'litellm[proxy]' in its own venv)",
     )
@@ -268,6 +277,15 @@ def main() -> None:
             "direct": f"{stub_url}/v1/chat/completions",
             "contagent": f"{proxy_url}/r/bench/v1/chat/completions",
         }
+        if args.baseline_src:
+            src = str(Path(args.baseline_src).resolve())
+            base, base_url = start_process(
+                [sys.executable, "-c", "from contagent.cli import main; main()", "proxy",
+                 "--upstream", stub_url, "--record-dir", str(tmp / "baseline-records")],
+                "listening on ", env={**os.environ, "PYTHONPATH": src}, cwd=src,
+            )  # fmt: skip
+            procs.append(base)
+            urls["baseline"] = f"{base_url}/r/bench/v1/chat/completions"
         if not args.no_passthrough:
             here = Path(__file__).resolve().parent
             pt, pt_url = start_process(
@@ -343,6 +361,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
         r = results[name]
         label = {
             "contagent": "contagent proxy",
+            "baseline": "contagent proxy, --baseline-src",
             "litellm": "LiteLLM proxy (this run)",
             "passthrough": "minimal pass-through (this run)",
         }[name]

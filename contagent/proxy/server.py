@@ -2,9 +2,9 @@
 
 Per exchange, in this order: the request record is appended (index assigned
 in the same synchronous step), the request goes upstream, the response goes
-to the client (streams chunk by chunk as they arrive), then the outcome
-record is appended. Parsing and recording of the response happen after the
-client has its bytes, so they add no latency the agent can see.
+to the client (streams chunk by chunk as they arrive), and the outcome record
+is appended before the client can see the end of the exchange
+(:mod:`contagent.proxy.exchange`).
 
 The proxy never retries. A client that goes away cancels its handler
 (``handler_cancellation``), which closes the upstream connection at once so
