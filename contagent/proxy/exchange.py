@@ -185,15 +185,9 @@ class Exchange:
             async for chunk in up.content.iter_any():
                 if not self.done and b"[DONE]" in chunk:
                     state.add(chunk)
-                    # The lines before the one holding "[DONE]" cannot end the stream:
-                    # send them at once (a burst often arrives as one chunk with the
-                    # whole stream), and only the rest after the record is written.
-                    cut = chunk.rfind(b"\n", 0, chunk.find(b"[DONE]")) + 1
-                    if cut:
-                        await resp.write(memoryview(chunk)[:cut])
                     if state.saw_done():
                         self._record_stream(None)  # on disk before the client sees the end
-                    await resp.write(memoryview(chunk)[cut:] if cut else chunk)
+                    await resp.write(chunk)
                     continue
                 await resp.write(chunk)
                 if self.done:
