@@ -19,6 +19,10 @@ from typing import Any
 
 import orjson
 
+#: a token no server sends, put in a learned frame to check where the token sits
+_PROBE = "\x00contagent-probe"
+_PROBE_JSON = orjson.dumps(_PROBE).decode()
+
 _TERMINAL_RESPONSE_EVENTS = frozenset(
     {"response.completed", "response.incomplete", "response.failed"}
 )
@@ -213,10 +217,20 @@ class StreamAssembler:
         # differ from orjson's (escapes), so only an exact, unique match is used.
         needle = '"content":' + orjson.dumps(content).decode()
         at = payload.find(needle)
-        if at < 0 or payload.find(needle, at + 1) >= 0:
+        if at < 0 or payload.find(needle, at + 1) >= 0 or content == _PROBE:
             self._tpl = None
             return
-        self._tpl = (payload[: at + 10], payload[at + len(needle) :], acc["content"])
+        prefix, suffix = payload[: at + 10], payload[at + len(needle) :]
+        # Prove the spot is this delta's content and nothing else (another field
+        # could hold the same text): a probe put there must change exactly it.
+        try:
+            probed = orjson.loads(prefix + _PROBE_JSON + suffix)
+        except orjson.JSONDecodeError:
+            probed = None
+        if probed != {**event, "choices": [{**choice, "delta": {"content": _PROBE}}]}:
+            self._tpl = None
+            return
+        self._tpl = (prefix, suffix, acc["content"])
 
     def feed_event(self, event: Any) -> None:
         if not isinstance(event, dict):

@@ -281,3 +281,18 @@ def test_token_template_shortcut_is_taken_and_exact():
     assert len(parsed) == 3
     assert asm.result()["choices"][0]["message"]["content"] == "a\u00e9\nbc"
     assert asm.result() == _reference(payloads).result()
+
+
+def test_token_template_is_only_learned_at_the_delta_content():
+    # the delta's token is escaped differently from orjson, and another field holds the
+    # orjson spelling of the same text: a naive search would take the wrong spot
+    payloads = [
+        '{"id":"x","choices":[{"index":0,"delta":{"content":"\\u0074ok"},"finish_reason":null}],'
+        '"x":{"content":"tok"}}',
+        '{"id":"x","choices":[{"index":0,"delta":{"content":"\\u0074ok"},"finish_reason":null}],'
+        '"x":{"content":"OTHER"}}',
+    ]
+    asm = StreamAssembler()
+    asm.feed_many(payloads)
+    assert asm.result()["choices"][0]["message"]["content"] == "toktok"
+    assert asm.result() == _reference(payloads).result()
