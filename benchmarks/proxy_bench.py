@@ -70,11 +70,15 @@ def openhands_like_body(size: int = 32 * 1024, stream: bool = False) -> bytes:
 
 
 def start_process(
-    cmd: list[str], prefix: str, env: dict[str, str] | None = None, timeout: float = 120
+    cmd: list[str],
+    prefix: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``cmd``; return it and the URL from its first stdout line starting with ``prefix``."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd
     )
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
@@ -87,6 +91,13 @@ def start_process(
             return proc, url
     proc.kill()
     raise RuntimeError(f"{cmd[0]} did not start")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -181,7 +192,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def run(
-    urls: dict[str, str], quick: bool, rounds: int, proxy_pid: int, phases: list[tuple[str, float]]
+    urls: dict[str, str],
+    quick: bool,
+    rounds: int,
+    proxy_pid: int,
+    phases: list[tuple[str, float]],
+    pids: dict[str, int],
 ) -> dict[str, dict[str, float]]:
     n1 = {"json": 150 if quick else 600, "stream": 40 if quick else 150}
     n64 = {"json": 500 if quick else 2000, "stream": 128 if quick else 512}
@@ -204,16 +220,22 @@ async def run(
                     r["ttfb_p50"], r["ttfb_p99"] = pct(s.ttfb, 50), pct(s.ttfb, 99)
             phases.append((f"{kind} c1", rss_mb(proxy_pid)))
             thr: dict[str, list[float]] = {name: [] for name in urls}
+            cpu: dict[str, list[float]] = {name: [] for name in urls}
             for _ in range(rounds):  # interleaved rounds of the whole batch
                 for name, url in urls.items():
+                    c0 = cpu_s(pids[name]) if name in pids else 0.0
                     s = await concurrent(
                         session, url, bodies[kind], kind == "stream", n64[kind], 64
                     )
                     thr[name].append(s.count / s.wall)
+                    if name in pids:  # CPU per exchange: the figure machine noise moves least
+                        cpu[name].append(1000 * (cpu_s(pids[name]) - c0) / s.count)
                     results[name][f"{kind}_errors"] += s.errors
                 phases.append((f"{kind} c64 #{len(thr['direct'])}", rss_mb(proxy_pid)))
             for name in urls:
                 results[name][f"{kind}_rps64"] = statistics.median(thr[name])
+                if cpu[name]:
+                    results[name][f"{kind}_cpu_ms"] = statistics.median(cpu[name])
     return results
 
 
@@ -239,6 +261,11 @@ def main() -> None:
         "--no-passthrough", action="store_true", help="skip the minimal pass-through reference"
     )
     ap.add_argument(
+        "--baseline-src",
+        help="also run the proxy from this source tree (a folder holding a `contagent` "
+        "package, e.g. `git archive main contagent | tar -x -C DIR`), for before/after",
+    )
+    ap.add_argument(
         "--litellm",
         help="path to a `litellm` executable (pip install 'litellm[proxy]' in its own venv)",
     )
@@ -253,6 +280,7 @@ def main() -> None:
         loop_name = "asyncio"
     tmp = Path(tempfile.mkdtemp(prefix="contagent-bench-"))
     procs: list[subprocess.Popen[str]] = []
+    named: dict[str, subprocess.Popen[str]] = {}  # proxies besides ours, for CPU figures
     try:
         stub, stub_url = start_process(
             [sys.executable, "-m", "contagent.testing.llm_stub"], "listening on "
@@ -268,6 +296,16 @@ def main() -> None:
             "direct": f"{stub_url}/v1/chat/completions",
             "contagent": f"{proxy_url}/r/bench/v1/chat/completions",
         }
+        if args.baseline_src:
+            src = str(Path(args.baseline_src).resolve())
+            base, base_url = start_process(
+                [sys.executable, "-c", "from contagent.cli import main; main()", "proxy",
+                 "--upstream", stub_url, "--record-dir", str(tmp / "baseline-records")],
+                "listening on ", env={**os.environ, "PYTHONPATH": src}, cwd=src,
+            )  # fmt: skip
+            procs.append(base)
+            named["baseline"] = base
+            urls["baseline"] = f"{base_url}/r/bench/v1/chat/completions"
         if not args.no_passthrough:
             here = Path(__file__).resolve().parent
             pt, pt_url = start_process(
@@ -275,6 +313,7 @@ def main() -> None:
                 "listening on ",
             )
             procs.append(pt)
+            named["passthrough"] = pt
             urls["passthrough"] = f"{pt_url}/r/bench/v1/chat/completions"
         litellm_note = "not measured (pass --litellm PATH)"
         if args.litellm:
@@ -294,7 +333,9 @@ def main() -> None:
         sampler = RssSampler(proxy.pid)
         t0 = time.monotonic()
         phases: list[tuple[str, float]] = []
-        results = asyncio.run(run(urls, args.quick, args.rounds, proxy.pid, phases))
+        pids = {"contagent": proxy.pid}
+        pids.update({name: p.pid for name, p in named.items()})
+        results = asyncio.run(run(urls, args.quick, args.rounds, proxy.pid, phases, pids))
         samples = sampler.stop()
         records = tmp / "records" / "bench" / "exchanges.jsonl"
         log_mb = records.stat().st_size / 1e6 if records.exists() else 0.0
@@ -343,6 +384,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
         r = results[name]
         label = {
             "contagent": "contagent proxy",
+            "baseline": "contagent proxy, --baseline-src",
             "litellm": "LiteLLM proxy (this run)",
             "passthrough": "minimal pass-through (this run)",
         }[name]
@@ -368,6 +410,10 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
         print(f"  {name:10} json p50 {r['json_p50']:.2f} p99 {r['json_p99']:.2f} | stream p50 {r['stream_p50']:.2f} "
               f"p99 {r['stream_p99']:.2f} ttfb p50 {r['ttfb_p50']:.2f} p99 {r['ttfb_p99']:.2f} | "
               f"rps json {r['json_rps64']:.0f} stream {r['stream_rps64']:.1f} | errors {r['json_errors'] + r['stream_errors']:.0f}")  # fmt: skip
+    print("\nproxy CPU per exchange at concurrency 64 (ms, user + system, median of rounds):")
+    for name, r in results.items():
+        if "json_cpu_ms" in r:
+            print(f"  {name:10} json {r['json_cpu_ms']:.3f} | stream {r['stream_cpu_ms']:.3f}")
     if samples:
         rss = [m for _, m in samples]
         n = len(rss)

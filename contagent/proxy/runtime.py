@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,9 +129,31 @@ def run_proxy(
         finally:
             await proxy.stop()
 
+    _tune_gc()
     loop = new_event_loop()
     try:
         loop.run_until_complete(main())
     finally:
         loop.close()
     return ProxyRunSummary(proxy.url, proxy.record_dir, dict(proxy.counts))
+
+
+#: gen0 every 5k container allocations instead of 700 (several requests, not one),
+#: a full collection every 1M. Larger gen0 batches saved little more CPU and made
+#: the pauses long enough to show in time to first chunk.
+_GC_THRESHOLDS = (5_000, 20, 10)
+
+
+def _tune_gc() -> None:
+    """Cheaper cyclic GC for a process that only proxies (the foreground command).
+
+    Each exchange allocates thousands of short-lived containers, so the default
+    thresholds run a collection every request or two, and the occasional full one
+    walks everything imported at startup: a measured ~10% of the proxy's CPU and
+    its p99 spikes. Startup objects are frozen out of collections; cycles are still
+    collected, just in larger batches. Not done for the in-thread proxy, whose
+    process belongs to the caller.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*_GC_THRESHOLDS)

@@ -19,6 +19,10 @@ from typing import Any
 
 import orjson
 
+#: a token no server sends, put in a learned frame to check where the token sits
+_PROBE = "\x00contagent-probe"
+_PROBE_JSON = orjson.dumps(_PROBE).decode()
+
 _TERMINAL_RESPONSE_EVENTS = frozenset(
     {"response.completed", "response.incomplete", "response.failed"}
 )
@@ -49,10 +53,11 @@ class SSEParser:
             # Fastest path, the shape every OpenAI-compatible server sends: only
             # "data: <one line>\n\n" events. Then every newline belongs to a
             # separator, and one split finds them all (JSON never holds a raw newline).
-            n = data.count(b"\n\ndata: ") + 1
-            if data.count(b"\n") == 2 * n:
+            # (the ASCII separator survives decoding with "replace" unchanged)
+            parts = data[6:-2].decode("utf-8", "replace").split("\n\ndata: ")
+            if data.count(b"\n") == 2 * len(parts):
                 self._buf = b""
-                return data[6:-2].decode("utf-8", "replace").split("\n\ndata: ")
+                return parts
         if not self._data and b"\n\n" in data:
             # fast path for whole events: servers send "data: <json>\n\n", one line each
             blocks = data.split(b"\n\n")
@@ -114,6 +119,7 @@ class StreamAssembler:
         "_model",
         "_response",
         "_system_fingerprint",
+        "_tpl",
         "malformed",
         "usage",
     )
@@ -129,16 +135,38 @@ class StreamAssembler:
         self.usage: dict[str, Any] | None = None
         #: payloads that were neither JSON objects nor ``[DONE]``
         self.malformed = 0
+        #: (prefix, suffix, content parts) of the last plain content-token event, see feed()
+        self._tpl: tuple[str, str, list[str]] | None = None
 
     def feed(self, payload: str) -> None:
         if payload == "[DONE]":
             return
+        tpl = self._tpl
+        if tpl is not None:
+            # Most events of a stream are byte-identical except for one content
+            # token: "<prefix><JSON string><suffix>". When this one is, and the
+            # middle is one valid JSON string, it parses exactly like the template
+            # with that string in place, so only the string needs decoding.
+            prefix, suffix, parts = tpl
+            if (
+                payload.startswith(prefix)
+                and payload.endswith(suffix)
+                and len(payload) > len(prefix) + len(suffix)
+            ):
+                try:
+                    token = orjson.loads(payload[len(prefix) : len(payload) - len(suffix)])
+                except orjson.JSONDecodeError:
+                    token = None
+                if type(token) is str:
+                    parts.append(token)
+                    return
         try:
             event = orjson.loads(payload)
         except orjson.JSONDecodeError:
             self.malformed += 1
             return
         self.feed_event(event)
+        self._learn_template(payload, event)
 
     def feed_many(self, payloads: list[str]) -> None:
         # One parse per payload on purpose: joining them into one JSON array is
@@ -146,6 +174,63 @@ class StreamAssembler:
         feed = self.feed
         for p in payloads:
             feed(p)
+
+    def _learn_template(self, payload: str, event: Any) -> None:
+        """Remember ``payload`` as a template when it is a plain content-token event.
+
+        That is: a chat chunk (no usage) with one choice whose delta holds only a
+        string ``content`` and no finish reason, which feed_event() has just
+        appended to its choice. Another event equal to it except for that string
+        has exactly the same effect, bar the string.
+        """
+        if type(event) is not dict or isinstance(event.get("usage"), dict):
+            self._tpl = None
+            return
+        choices = event.get("choices")
+        etype = event.get("type")
+        if (
+            type(choices) is not list
+            or len(choices) != 1
+            or type(choices[0]) is not dict
+            or (isinstance(etype, str) and etype.startswith("response."))
+        ):
+            self._tpl = None
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if (
+            type(delta) is not dict
+            or len(delta) != 1
+            or type(delta.get("content")) is not str
+            or choice.get("finish_reason") is not None
+            or "text" in choice
+        ):
+            self._tpl = None
+            return
+        idx = choice.get("index", 0)
+        acc = self._choices.get(idx if isinstance(idx, int) else 0)
+        content = delta["content"]
+        if acc is None or not acc["content"] or acc["content"][-1] is not content:
+            self._tpl = None
+            return
+        # Where the token sits in the raw text: the servers' encoding of it may
+        # differ from orjson's (escapes), so only an exact, unique match is used.
+        needle = '"content":' + orjson.dumps(content).decode()
+        at = payload.find(needle)
+        if at < 0 or payload.find(needle, at + 1) >= 0 or content == _PROBE:
+            self._tpl = None
+            return
+        prefix, suffix = payload[: at + 10], payload[at + len(needle) :]
+        # Prove the spot is this delta's content and nothing else (another field
+        # could hold the same text): a probe put there must change exactly it.
+        try:
+            probed = orjson.loads(prefix + _PROBE_JSON + suffix)
+        except orjson.JSONDecodeError:
+            probed = None
+        if probed != {**event, "choices": [{**choice, "delta": {"content": _PROBE}}]}:
+            self._tpl = None
+            return
+        self._tpl = (prefix, suffix, acc["content"])
 
     def feed_event(self, event: Any) -> None:
         if not isinstance(event, dict):
@@ -161,6 +246,7 @@ class StreamAssembler:
             self._created = event.get("created")
             obj = event.get("object")
             self._kind = "text" if obj == "text_completion" else "chat"
+        self._tpl = None
         if event.get("system_fingerprint") is not None:
             self._system_fingerprint = event["system_fingerprint"]
         usage = event.get("usage")

@@ -7,7 +7,7 @@ import json
 
 import orjson
 
-from contagent.testing.llm_stub import Error, Events, Reply, ToolCall
+from contagent.testing.llm_stub import Error, Events, Raw, Reply, ToolCall
 from tests.proxy.conftest import CLIENT_KEY, UPSTREAM_KEY, client, exchanges, http
 
 MSGS = [{"role": "user", "content": [{"type": "text", "text": "fix the bug"}]}]
@@ -215,3 +215,54 @@ def test_non_json_request_body_is_recorded_as_text(stub_factory, proxy_factory, 
     [(req, _)] = exchanges(tmp_path / "records", "r1")
     assert req["body"] is None and req["body_text"] == "not json \ufffd" and req["body_bytes"] == 10
     assert stub.requests[0].body == b"not json \xff"
+
+
+def test_stream_burst_reaches_the_client_only_after_the_record(
+    stub_factory, proxy_factory, tmp_path
+):
+    """A whole stream arriving in one read (``[DONE]`` also inside a token): the client
+    sees ``[DONE]`` only once the outcome is on disk, and gets every byte."""
+    import socket
+    from urllib.parse import urlsplit
+
+    events = [
+        b'data: {"id":"b","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}\n\n',
+        b'data: {"id":"b","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":" [DONE] there"},"finish_reason":"stop"}]}\n\n',
+    ]
+    stream = b"".join(events) + b"data: [DONE]\n\n"
+    stub = stub_factory([Raw(stream, content_type="text/event-stream")])
+    proxy = proxy_factory(stub.url)
+    url = urlsplit(proxy.rollout_base_url("r1"))
+    body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
+    log = tmp_path / "records" / "r1" / "exchanges.jsonl"
+    with socket.create_connection((url.hostname, url.port), timeout=20) as sock:
+        sock.sendall(
+            f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        raw = b""
+        while b"0\r\n\r\n" not in raw.partition(b"[DONE]")[2] or not raw.endswith(b"0\r\n\r\n"):
+            got = sock.recv(65536)
+            if not got:
+                break
+            if b"data: [DONE]" in raw + got and b"data: [DONE]" not in raw:
+                # the moment the client can see the end, the outcome is already recorded
+                assert any(
+                    orjson.loads(x)["type"] == "outcome" for x in log.read_bytes().splitlines()
+                )
+            raw += got
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    data = b""
+    while rest:  # chunked transfer encoding
+        size, _, rest = rest.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        data += rest[:n]
+        rest = rest[n + 2 :]
+    assert data == stream
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "completed"
+    assert out["response"]["choices"][0]["message"]["content"] == "hi [DONE] there"

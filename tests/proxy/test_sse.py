@@ -178,3 +178,121 @@ def test_unterminated_tail_and_bad_payloads_are_reported():
     asm.feed("[1, 2]")
     asm.feed("[DONE]")
     assert asm.malformed == 2 and asm.result() is None
+
+
+def _reference(payloads: list[str]) -> StreamAssembler:
+    """The assembler without its token-template shortcut: every payload fully parsed."""
+    asm = StreamAssembler()
+    for p in payloads:
+        if p == "[DONE]":
+            continue
+        try:
+            event = orjson.loads(p)
+        except orjson.JSONDecodeError:
+            asm.malformed += 1
+            continue
+        asm.feed_event(event)
+    return asm
+
+
+_token = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+
+
+@st.composite
+def token_streams(draw):
+    """Chat streams whose events mostly differ in one content token, with every twist
+    that must defeat the shortcut: other ids/fingerprints, usage, finish reasons,
+    escaped encodings, a second key, and middles that are not one JSON string."""
+    out = []
+    for _ in range(draw(st.integers(min_value=1, max_value=25))):
+        cid = draw(st.sampled_from(["a", "a", "a", "b"]))
+        fp = draw(st.sampled_from([None, None, "fp1", "fp2"]))
+        tok = draw(_token)
+        enc = draw(st.sampled_from(["orjson", "ascii", "spaced"]))
+        delta: dict[str, object] = {"content": tok}
+        kind = draw(
+            st.sampled_from(["token"] * 6 + ["role", "finish", "usage", "two", "index", "bad"])
+        )
+        if kind == "role":
+            delta = {"role": "assistant", "content": tok}
+        event: dict[str, object] = {"id": cid, "object": "chat.completion.chunk", "model": "m"}
+        if fp is not None:
+            event["system_fingerprint"] = fp
+        choice: dict[str, object] = {"index": 1 if kind == "index" else 0, "delta": delta,
+                                     "finish_reason": "stop" if kind == "finish" else None}  # fmt: skip
+        event["choices"] = [choice]
+        if kind == "usage":
+            event["usage"] = {"total_tokens": 3}
+        if kind == "two":
+            event["choices"] = [choice, {**choice, "index": 2}]
+        if enc == "ascii":
+            import json
+
+            text = json.dumps(event, ensure_ascii=True, separators=(",", ":"))
+        elif enc == "spaced":
+            import json
+
+            text = json.dumps(event)
+        else:
+            text = orjson.dumps(event).decode()
+        if kind == "bad":  # same frame, but the middle is no single JSON string
+            mid = orjson.dumps(tok).decode()
+            text = text.replace(
+                mid, draw(st.sampled_from([mid + ',"x":1', "1", mid[:-1], "[" + mid + "]"])), 1
+            )
+        out.append(text)
+    if draw(st.booleans()):
+        out.append("[DONE]")
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(token_streams())
+def test_token_template_shortcut_changes_nothing(payloads):
+    fast = StreamAssembler()
+    fast.feed_many(payloads)
+    ref = _reference(payloads)
+    assert fast.result() == ref.result()
+    assert fast.usage == ref.usage
+    assert fast.finish_reasons == ref.finish_reasons
+    assert fast.malformed == ref.malformed
+
+
+def test_token_template_shortcut_is_taken_and_exact():
+    head = '{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":'
+    tail = ',"logprobs":null,"finish_reason":null}]}'
+    payloads = [head + '{"role":"assistant","content":""}' + tail]
+    payloads += [
+        head + '{"content":' + t + "}" + tail for t in ['"a"', '"\\u00e9"', '"\\n"', '"b"']
+    ]
+    payloads.append(head + '{"content":"c","x":1}' + tail)  # a second key: full parse
+    parsed: list[object] = []
+
+    class Counting(StreamAssembler):
+        __slots__ = ()
+
+        def feed_event(self, event: object) -> None:
+            parsed.append(event)
+            super().feed_event(event)
+
+    asm = Counting()
+    asm.feed_many(payloads)
+    # role event, first token (learns the frame), the two-key event; "\u00e9", "\n", "b" skip parsing
+    assert len(parsed) == 3
+    assert asm.result()["choices"][0]["message"]["content"] == "a\u00e9\nbc"
+    assert asm.result() == _reference(payloads).result()
+
+
+def test_token_template_is_only_learned_at_the_delta_content():
+    # the delta's token is escaped differently from orjson, and another field holds the
+    # orjson spelling of the same text: a naive search would take the wrong spot
+    payloads = [
+        '{"id":"x","choices":[{"index":0,"delta":{"content":"\\u0074ok"},"finish_reason":null}],'
+        '"x":{"content":"tok"}}',
+        '{"id":"x","choices":[{"index":0,"delta":{"content":"\\u0074ok"},"finish_reason":null}],'
+        '"x":{"content":"OTHER"}}',
+    ]
+    asm = StreamAssembler()
+    asm.feed_many(payloads)
+    assert asm.result()["choices"][0]["message"]["content"] == "toktok"
+    assert asm.result() == _reference(payloads).result()
