@@ -66,6 +66,8 @@ def start_proxy_in_thread(
     upstream_api_key: str | None = None,
     upstream_timeout: float | None = None,
     stop_grace: float = 30.0,
+    only_rollout: str | None = None,
+    allowed_clients: str | None = None,
 ) -> RunningProxy:
     """Start a recording proxy on its own event loop thread; returns once it listens.
 
@@ -73,7 +75,8 @@ def start_proxy_in_thread(
     """
     proxy = RecordingProxy(
         upstream, record_dir, host=host, port=port, upstream_api_key=upstream_api_key,
-        upstream_timeout=upstream_timeout, stop_grace=stop_grace,
+        upstream_timeout=upstream_timeout, stop_grace=stop_grace, only_rollout=only_rollout,
+        allowed_clients=allowed_clients,
     )  # fmt: skip
     thread = LoopThread("contagent-proxy")
     try:

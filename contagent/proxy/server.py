@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 import time
 from collections import Counter
@@ -52,6 +53,13 @@ def _hop_tokens(headers: Any) -> frozenset[str]:
     return frozenset(t.strip().lower() for t in conn.split(","))
 
 
+def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        return remote is not None and ipaddress.ip_address(remote) in network
+    except ValueError:
+        return False
+
+
 class RecordingProxy:
     """An aiohttp server that forwards to ``upstream`` and records every exchange.
 
@@ -68,6 +76,12 @@ class RecordingProxy:
     (504 before the response started, an error event after); None waits forever.
     ``stop_grace`` (s) is how long :meth:`stop` lets in-flight exchanges finish
     before cutting them (recorded as ``upstream_error``).
+
+    ``only_rollout`` pins the proxy to one rollout id and ``allowed_clients``
+    (a CIDR such as a Docker network's subnet) to the clients it serves: the
+    runner gives each rollout its own proxy, and a container of one rollout
+    must not be able to write into another rollout's log. Other requests get
+    403 and are neither forwarded nor recorded.
     """
 
     def __init__(
@@ -81,6 +95,8 @@ class RecordingProxy:
         upstream_timeout: float | None = None,
         max_connections: int = 1024,
         stop_grace: float = 30.0,
+        only_rollout: str | None = None,
+        allowed_clients: str | None = None,
     ) -> None:
         base = upstream.rstrip("/")
         if not base.startswith(("http://", "https://")):
@@ -88,6 +104,15 @@ class RecordingProxy:
         if base.endswith("/v1"):  # the client adds /v1 itself: accept either spelling
             base = base[:-3]
         self.upstream = base
+        self._only_rollout = (
+            None if only_rollout is None else safe_segment(only_rollout, "rollout id")
+        )
+        try:
+            self._clients = (
+                None if allowed_clients is None else ipaddress.ip_network(allowed_clients)
+            )
+        except ValueError as exc:
+            raise ContagentError(f"allowed clients {allowed_clients!r}: {exc}") from None
         self.record_dir = Path(record_dir)
         self.host = host
         self.port = port
@@ -174,6 +199,10 @@ class RecordingProxy:
         rollout_id, sep, tail = raw_path[3:].partition("/")
         if not sep:
             return json_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
+        if self._only_rollout is not None and rollout_id != self._only_rollout:
+            return json_error(403, "this proxy records another rollout", "permission_error")
+        if self._clients is not None and not _client_in(request.remote, self._clients):
+            return json_error(403, "this proxy does not serve your address", "permission_error")
         if rollout_id not in self.recorder.known:
             try:
                 safe_segment(rollout_id, "rollout id")

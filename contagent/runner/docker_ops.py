@@ -90,6 +90,7 @@ class RolloutNetwork:
     name: str
     id: str
     gateway: str
+    subnet: str | None = None  # the proxy serves only clients from here
 
 
 def create_network(
@@ -107,7 +108,8 @@ def create_network(
         raise ContagentError(
             f"network {name} has no gateway address on the host; the proxy cannot be reached from it"
         )
-    return RolloutNetwork(name=name, id=net.id or "", gateway=gateway.split("/")[0])
+    subnet = next((c.get("Subnet") for c in configs if c.get("Subnet")), None)
+    return RolloutNetwork(name=name, id=net.id or "", gateway=gateway.split("/")[0], subnet=subnet)
 
 
 def start_service(

@@ -202,6 +202,8 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             port=0,
             upstream_api_key=cfg.api_key,
             upstream_timeout=cfg.llm.timeout_s + 30,
+            only_rollout=name,
+            allowed_clients=net.subnet,
         )
         settings, effective = _settings(ctx, plan, proxy.rollout_base_url(name))
         for svc in plan.experiment.spec.services:

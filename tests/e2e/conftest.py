@@ -90,7 +90,10 @@ def tool_outputs(req: StubRequest) -> list[str]:
 
 
 def terminal(command: str) -> Reply:
-    return Reply(content=None, tool_calls=[ToolCall("terminal", {"command": command, "security_risk": "LOW"})])
+    return Reply(
+        content=None,
+        tool_calls=[ToolCall("terminal", {"command": command, "security_risk": "LOW"})],
+    )
 
 
 FINISH = Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
@@ -109,7 +112,9 @@ def secret_player(answer: str | None = None) -> Callable[[StubRequest], Reply]:
             return terminal("cat ~/workspace/secret.txt")
         if len(outputs) == 1:
             seen = SECRET.search(outputs[0])
-            value = answer if answer is not None else f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
+            value = (
+                answer if answer is not None else f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
+            )
             return terminal(f"printf '%s' '{value}' > ~/workspace/result.txt")
         return FINISH
 
@@ -145,7 +150,9 @@ def copy_experiment(name: str, dest: Path) -> Path:
     return target
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from contagent.cli import main; main()", *args],
         capture_output=True, text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})},

@@ -38,12 +38,18 @@ def test_exp_001_passes_records_exports_and_validates(
     assert result.passed is True and result.reward == 1.0
     assert result.stop_condition == "finished"
     assert result.exit_codes is not None
-    assert (result.exit_codes.setup, result.exit_codes.agent, result.exit_codes.evaluate) == (0, 0, 0)
+    assert (result.exit_codes.setup, result.exit_codes.agent, result.exit_codes.evaluate) == (
+        0,
+        0,
+        0,
+    )
     assert result.iterations == 3
     assert result.skills_loaded == ["linux-networking"]
 
     # The agent saw the secret that setup.sh wrote, through the real terminal tool.
-    secrets = {m.group(0) for r in stub.requests for out in tool_outputs(r) if (m := SECRET.search(out))}
+    secrets = {
+        m.group(0) for r in stub.requests for out in tool_outputs(r) if (m := SECRET.search(out))
+    }
     assert len(secrets) == 1
 
     paths = RunPaths(tmp_path / "logs")
@@ -57,7 +63,9 @@ def test_exp_001_passes_records_exports_and_validates(
 
     # result.json: valid against its schema, tokens from the raw log, settings deliberate.
     on_disk = json.loads(rollout.result.read_text())
-    jsonschema.validate(on_disk, json.loads((SCHEMA_DIR / "rollout-result.schema.json").read_text()))
+    jsonschema.validate(
+        on_disk, json.loads((SCHEMA_DIR / "rollout-result.schema.json").read_text())
+    )
     assert RolloutResult.model_validate(on_disk) == result
     assert result.tokens is not None
     assert result.tokens.exchanges == 3 and result.tokens.with_usage == 3
@@ -83,7 +91,9 @@ def test_exp_001_passes_records_exports_and_validates(
     proc = cli("export", str(paths.rollouts_dir), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     [row] = read_jsonl(out / "results.jsonl")
-    assert row["rollout_id"] == "exp_001" and row["training_ready"] is True and row["passed"] is True
+    assert (
+        row["rollout_id"] == "exp_001" and row["training_ready"] is True and row["passed"] is True
+    )
     proc = cli("validate", str(out / "results.jsonl"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -97,7 +107,9 @@ def test_exp_001_passes_records_exports_and_validates(
     assert len(stub.requests) == 3
 
 
-def test_wrong_answer_fails(tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]) -> None:
+def test_wrong_answer_fails(
+    tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]
+) -> None:
     stub = stub_factory(secret_player(answer="pass:not-the-secret"))
     [result] = run(stub).results
     assert result.status == "failed" and result.passed is False and result.reward == 0.0
@@ -106,23 +118,35 @@ def test_wrong_answer_fails(tmp_path: Path, stub_factory: StubFactory, run: Call
     assert "FAIL: expected" in text and "pass:not-the-secret" in text and "verdict: failed" in text
 
 
-def test_timeout_is_stopped_and_recorded(tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]) -> None:
+def test_timeout_is_stopped_and_recorded(
+    tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]
+) -> None:
     stub = stub_factory(lambda req: Reply(content="too slow", delay=120))
     t0 = time.monotonic()
     [result] = run(stub, timeout_s=20).results
     assert time.monotonic() - t0 < 90
     assert result.status == "timeout" and result.stop_condition == "timeout"
-    assert result.exit_codes is not None and result.exit_codes.setup == 0 and result.exit_codes.evaluate is None
+    assert (
+        result.exit_codes is not None
+        and result.exit_codes.setup == 0
+        and result.exit_codes.evaluate is None
+    )
     records = read_jsonl(RunPaths(tmp_path / "logs").rollout("exp_001").exchanges)
     outcomes = [r for r in records if r["type"] == "outcome"]
     assert records[0]["type"] == "request"
     assert outcomes and outcomes[0]["outcome"] == "abandoned"  # the killed agent's call, recorded
 
 
-def test_agent_error_when_the_llm_refuses(tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]) -> None:
+def test_agent_error_when_the_llm_refuses(
+    tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any]
+) -> None:
     from contagent.testing.llm_stub import Error
 
-    stub = stub_factory(lambda req: Error(400, {"error": {"message": "bad request", "type": "invalid_request_error"}}))
+    stub = stub_factory(
+        lambda req: Error(
+            400, {"error": {"message": "bad request", "type": "invalid_request_error"}}
+        )
+    )
     [result] = run(stub).results
     assert result.status == "agent_error", result
     assert "BadRequestError" in (result.error or ""), result.error
@@ -154,11 +178,13 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
     (exp / "setup.sh").write_text(
         "for i in $(seq 50); do curl -sf http://web:8080/token.txt >/dev/null && exit 0; sleep 0.2; done; exit 1\n"
     )
-    (exp / "evaluate.sh").write_text('[ "$(cat ~/workspace/result.txt)" = "$(curl -sf http://web:8080/token.txt)" ]\n')
+    (exp / "evaluate.sh").write_text(
+        '[ "$(cat ~/workspace/result.txt)" = "$(curl -sf http://web:8080/token.txt)" ]\n'
+    )
 
     stub_port: list[int] = []
     probe = (
-        "python3 -c \"import socket,struct;"
+        'python3 -c "import socket,struct;'
         "gw=[l.split()[2] for l in open('/proc/net/route') if l.split()[1]=='00000000'][0];"
         "ip=socket.inet_ntoa(struct.pack('<L',int(gw,16)));s=socket.socket();s.settimeout(3);"
         "print('DIRECT', 'CONNECTED' if s.connect_ex((ip,{port}))==0 else 'BLOCKED')\""
@@ -167,7 +193,9 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
     def play(req: Any) -> Reply:
         outputs = tool_outputs(req)
         if not outputs:
-            return terminal("curl -s http://web:8080/token.txt > ~/workspace/result.txt; cat ~/workspace/result.txt")
+            return terminal(
+                "curl -s http://web:8080/token.txt > ~/workspace/result.txt; cat ~/workspace/result.txt"
+            )
         if len(outputs) == 1:
             return terminal(probe.format(port=stub_port[0]))
         return FINISH
@@ -178,7 +206,10 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
         [result] = run(stub, experiments_dir=exps).results
     finally:
         docker_client.images.remove(image, force=True)
-    assert result.status == "passed", (result.error, RunPaths(tmp_path / "logs").result_text("svc").read_text())
+    assert result.status == "passed", (
+        result.error,
+        RunPaths(tmp_path / "logs").result_text("svc").read_text(),
+    )
     outputs = tool_outputs(stub.requests[-1])
     assert "tok-42" in outputs[0]
     # The LLM server listens on the host; from the rollout network it is not reachable directly.
@@ -212,11 +243,17 @@ def test_malformed_experiment_is_reported_and_others_run_in_parallel(
         assert name in flat  # in the summary table
         # The sampling settings asked for are the ones on the wire, each request.
         assert result.wire_params is not None
-        assert {k: result.wire_params.get(k) for k in ("temperature", "top_p", "reasoning_effort", "top_k")} == {
-            "temperature": 0.5, "top_p": 0.9, "reasoning_effort": "low", "top_k": 20}
+        assert {
+            k: result.wire_params.get(k)
+            for k in ("temperature", "top_p", "reasoning_effort", "top_k")
+        } == {"temperature": 0.5, "top_p": 0.9, "reasoning_effort": "low", "top_k": 20}
     for req in stub.requests:
-        assert (req.json["temperature"], req.json["top_p"], req.json["reasoning_effort"], req.json["top_k"]) == (
-            0.5, 0.9, "low", 20)
+        assert (
+            req.json["temperature"],
+            req.json["top_p"],
+            req.json["reasoning_effort"],
+            req.json["top_k"],
+        ) == (0.5, 0.9, "low", 20)
     assert "passed 2/2" in flat
     assert not paths.rollout("broken").root.exists()
     assert len(stub.requests) == 6
@@ -264,7 +301,8 @@ def test_gc_removes_only_this_owners_leftovers(docker_client: Any, run_id: str, 
     assert "removed 1 containers, 1 networks" in proc.stderr
     assert docker_ops.leftovers(docker_client, mine) == []
     assert sorted(docker_ops.leftovers(docker_client, theirs)) == [
-        f"container {run_id}-theirs", f"network {run_id}-theirs"
+        f"container {run_id}-theirs",
+        f"network {run_id}-theirs",
     ]
     docker_ops.remove_labelled(docker_client, theirs)
 

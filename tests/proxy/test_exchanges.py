@@ -266,3 +266,21 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "completed"
     assert out["response"]["choices"][0]["message"]["content"] == "hi [DONE] there"
+
+
+def test_pinned_proxy_serves_only_its_rollout_and_clients(stub_factory, proxy_factory, tmp_path):
+    """A runner's per-rollout proxy: another rollout id or another network gets 403, unrecorded."""
+    import openai
+    import pytest
+
+    stub = stub_factory([Reply(content="ok")])
+    mine = proxy_factory(stub.url, only_rollout="mine", allowed_clients="127.0.0.0/8")
+    assert client(mine, "mine").chat.completions.create(model="m", messages=MSGS).choices
+    with pytest.raises(openai.PermissionDeniedError):
+        client(mine, "theirs").chat.completions.create(model="m", messages=MSGS)
+    far = proxy_factory(stub.url, allowed_clients="10.99.0.0/16")
+    with pytest.raises(openai.PermissionDeniedError):
+        client(far, "mine").chat.completions.create(model="m", messages=MSGS)
+    assert not (tmp_path / "records" / "theirs").exists()
+    assert len(exchanges(tmp_path / "records", "mine")) == 1
+    assert len(stub.requests) == 1

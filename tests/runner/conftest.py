@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 
-def write_experiment(root: Path, name: str, spec: Any, *, scripts: bool = True, raw: str | None = None) -> Path:
+def write_experiment(
+    root: Path, name: str, spec: Any, *, scripts: bool = True, raw: str | None = None
+) -> Path:
     """An experiment folder; ``raw`` writes experiment.json verbatim instead of ``spec``."""
     exp = root / name
     (exp / "workspace").mkdir(parents=True, exist_ok=True)

@@ -38,8 +38,14 @@ def test_full_spec_loads(tmp_path: Path, skills_dir: Path) -> None:
             "task": "t",
             "skills": ["net"],
             "cap_add": ["NET_ADMIN"],
-            "services": [{"name": "web", "image": "img:1", "entrypoint_script": "web_entrypoint.sh",
-                          "environment": {"A": "1"}}],
+            "services": [
+                {
+                    "name": "web",
+                    "image": "img:1",
+                    "entrypoint_script": "web_entrypoint.sh",
+                    "environment": {"A": "1"},
+                }
+            ],
         },
     )
     (exp_dir / "web_entrypoint.sh").write_text("echo hi\n")
@@ -56,14 +62,27 @@ def test_full_spec_loads(tmp_path: Path, skills_dir: Path) -> None:
         ({"task": 3}, "$.task", "is not of type 'string'"),
         ({"task": "t", "skills": "net"}, "$.skills", "is not of type 'array'"),
         ({"task": "t", "cap_add": ["net admin"]}, "$.cap_add[0]", "does not match"),
-        ({"task": "t", "services": [{"name": "web"}]}, "$.services[0]", "'image' is a required property"),
-        ({"task": "t", "services": [{"name": "Web_1", "image": "x"}]}, "$.services[0].name", "does not match"),
-        ({"task": "t", "services": [{"name": "w", "image": "x", "environment": {"A": 1}}]},
-         "$.services[0].environment.A", "is not of type 'string'"),
+        (
+            {"task": "t", "services": [{"name": "web"}]},
+            "$.services[0]",
+            "'image' is a required property",
+        ),
+        (
+            {"task": "t", "services": [{"name": "Web_1", "image": "x"}]},
+            "$.services[0].name",
+            "does not match",
+        ),
+        (
+            {"task": "t", "services": [{"name": "w", "image": "x", "environment": {"A": 1}}]},
+            "$.services[0].environment.A",
+            "is not of type 'string'",
+        ),
         ({"task": "t", "extra": 1}, "$", "Additional properties are not allowed"),
     ],
 )
-def test_schema_errors_name_file_and_path(tmp_path: Path, spec: dict, where: str, what: str) -> None:
+def test_schema_errors_name_file_and_path(
+    tmp_path: Path, spec: dict, where: str, what: str
+) -> None:
     exp_dir = write_experiment(tmp_path, "bad", spec)
     with pytest.raises(ContagentError) as err:
         load_experiment(exp_dir, None)
@@ -97,7 +116,9 @@ def test_missing_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("skill", ["../net", "a/b", "..", "/etc", ".hidden"])
-def test_skill_names_that_leave_the_folder_are_refused(tmp_path: Path, skills_dir: Path, skill: str) -> None:
+def test_skill_names_that_leave_the_folder_are_refused(
+    tmp_path: Path, skills_dir: Path, skill: str
+) -> None:
     exp_dir = write_experiment(tmp_path, "e", {"task": "t", "skills": [skill]})
     with pytest.raises(ContagentError, match=r"\$\.skills\[0\]: .*not a safe single path segment"):
         load_experiment(exp_dir, skills_dir)
@@ -109,7 +130,9 @@ def test_skill_symlink_out_of_the_skills_dir_is_refused(tmp_path: Path, skills_d
     (outside / "SKILL.md").write_text("---\nname: evil\ndescription: d\n---\n")
     (skills_dir / "evil").symlink_to(outside)
     exp_dir = write_experiment(tmp_path, "e", {"task": "t", "skills": ["evil"]})
-    with pytest.raises(ContagentError, match=r"\$\.skills\[0\]: 'evil' leaves the skills directory"):
+    with pytest.raises(
+        ContagentError, match=r"\$\.skills\[0\]: 'evil' leaves the skills directory"
+    ):
         load_experiment(exp_dir, skills_dir)
 
 
@@ -125,20 +148,29 @@ def test_unknown_skill_and_no_skills_dir(tmp_path: Path, skills_dir: Path) -> No
 def test_entrypoint_scripts_that_leave_the_folder_are_refused(tmp_path: Path, script: str) -> None:
     (tmp_path / "x.sh").write_text("echo\n")
     exp_dir = write_experiment(
-        tmp_path, "e", {"task": "t", "services": [{"name": "web", "image": "i", "entrypoint_script": script}]}
+        tmp_path,
+        "e",
+        {"task": "t", "services": [{"name": "web", "image": "i", "entrypoint_script": script}]},
     )
-    with pytest.raises(ContagentError, match=r"\$\.services\[0\]\.entrypoint_script: .* leaves the experiment folder"):
+    with pytest.raises(
+        ContagentError,
+        match=r"\$\.services\[0\]\.entrypoint_script: .* leaves the experiment folder",
+    ):
         load_experiment(exp_dir, None)
 
 
 def test_missing_entrypoint_and_duplicate_service(tmp_path: Path) -> None:
     exp_dir = write_experiment(
-        tmp_path, "e", {"task": "t", "services": [{"name": "web", "image": "i", "entrypoint_script": "no.sh"}]}
+        tmp_path,
+        "e",
+        {"task": "t", "services": [{"name": "web", "image": "i", "entrypoint_script": "no.sh"}]},
     )
     with pytest.raises(ContagentError, match="does not exist"):
         load_experiment(exp_dir, None)
     exp_dir = write_experiment(
-        tmp_path, "d", {"task": "t", "services": [{"name": "web", "image": "i"}, {"name": "web", "image": "j"}]}
+        tmp_path,
+        "d",
+        {"task": "t", "services": [{"name": "web", "image": "i"}, {"name": "web", "image": "j"}]},
     )
     with pytest.raises(ContagentError, match=r"\$\.services\[1\]\.name: duplicate"):
         load_experiment(exp_dir, None)

@@ -75,7 +75,9 @@ def test_all_experiments_bad_exits_1_and_reports(tmp_path: Path) -> None:
                      "--log-dir", str(tmp_path / "logs"), "--network", "contagent-net")  # fmt: skip
     assert proc.returncode == 1
     assert "--network contagent-net is no longer used" in proc.stderr
-    assert "broken/experiment.json: $.task: 1 is not of type 'string'" in " ".join(proc.stderr.split())
+    assert "broken/experiment.json: $.task: 1 is not of type 'string'" in " ".join(
+        proc.stderr.split()
+    )
 
 
 def test_upstream_base_accepts_both_forms() -> None:
@@ -114,8 +116,16 @@ def test_llm_settings_are_set_deliberately() -> None:
 def test_token_totals_and_wire_params(tmp_path: Path) -> None:
     log = tmp_path / "exchanges.jsonl"
     lines = [
-        {"type": "request", "index": 0, "body": {"model": "m", "messages": [], "tools": [], "temperature": 0.2}},
-        {"type": "outcome", "index": 0, "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}},
+        {
+            "type": "request",
+            "index": 0,
+            "body": {"model": "m", "messages": [], "tools": [], "temperature": 0.2},
+        },
+        {
+            "type": "outcome",
+            "index": 0,
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        },
         {"type": "request", "index": 1, "body": {"model": "m", "messages": []}},
         {"type": "outcome", "index": 1, "usage": None},
     ]
@@ -166,7 +176,9 @@ def test_existing_rollouts_need_resume_and_resume_skips_finished(tmp_path: Path)
 def test_run_config_rejects_bad_values(tmp_path: Path) -> None:
     llm = LlmOptions(served_model_name="m")
     with pytest.raises(ContagentError):
-        RunConfig(experiments_dir=tmp_path, log_dir=tmp_path, upstream_url="http://x", llm=llm, jobs=0)
+        RunConfig(
+            experiments_dir=tmp_path, log_dir=tmp_path, upstream_url="http://x", llm=llm, jobs=0
+        )
     with pytest.raises(ContagentError):
         LlmOptions(served_model_name=" ")
     assert llm.litellm_model == "openai/m"
@@ -175,13 +187,18 @@ def test_run_config_rejects_bad_values(tmp_path: Path) -> None:
 def test_build_refuses_a_missing_ca_bundle(tmp_path: Path) -> None:
     proc = contagent("build", "--ca-bundle", str(tmp_path / "nope.crt"))
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == f"contagent: error: --ca-bundle {tmp_path / 'nope.crt'}: no such file"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"contagent: error: --ca-bundle {tmp_path / 'nope.crt'}: no such file"
+    )
 
 
 def test_vllm_compose_file_keeps_the_server_off_the_rollout_networks() -> None:
     import yaml
 
-    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker" / "compose.vllm.yml").read_text())
+    compose = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "docker" / "compose.vllm.yml").read_text()
+    )
     vllm = compose["services"]["vllm"]
     # Published on loopback only: rollout containers can reach the host's other addresses.
     assert vllm["ports"] and all(str(p).startswith("127.0.0.1:") for p in vllm["ports"])
