@@ -62,7 +62,7 @@ def _without_cyclic_gc() -> Iterator[None]:
     """Parsed JSON holds no reference cycles, so reference counting frees it all.
 
     With the collector on, every few hundred new containers it walks the whole
-    parsed rollout again: that tripled the export time of a 60-step rollout.
+    parsed rollout again (27% more export time on the benchmark corpus).
     """
     enabled = gc.isenabled()
     gc.disable()
