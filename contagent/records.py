@@ -193,7 +193,7 @@ class LlmSettings(BaseModel):
 class RolloutResult(BaseModel):
     """``result.json``: what the runner knows about a rollout's outcome."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal[1] = SCHEMA_VERSION
     rollout_id: str

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from contagent.exporters.export import ExportOptions, export
 from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
 from contagent.exporters.rows import ResultRow
-from contagent.records import OutcomeRecord, RequestRecord
+from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
 from contagent.schema_gen import SCHEMA_DIR, generate, render
 from tests.conftest import read_rows
 
@@ -38,6 +38,9 @@ def test_raw_records_and_rows_match_models_and_schemas(samples: Path, tmp_path: 
             )
             model.model_validate(rec)
             jsonschema.validate(rec, schemas[schema])
+    for result in samples.glob("*/result.json"):
+        RolloutResult.model_validate_json(result.read_bytes())
+        jsonschema.validate(orjson.loads(result.read_bytes()), schemas["rollout-result.schema.json"])
     export([samples], tmp_path / "out", ExportOptions(filter="all"))
     rows = read_rows(tmp_path / "out" / "results.jsonl")
     for row in rows:
