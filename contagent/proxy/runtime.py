@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from typing_extensions import Unpack
+
 from contagent._loopthread import LoopThread, new_event_loop
-from contagent.proxy.server import RecordingProxy
+from contagent.proxy.server import ProxyOptions, RecordingProxy
 
 
 class RunningProxy:
@@ -59,25 +61,13 @@ class RunningProxy:
 
 
 def start_proxy_in_thread(
-    upstream: str,
-    record_dir: Path,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    upstream_api_key: str | None = None,
-    upstream_timeout: float | None = None,
-    stop_grace: float = 30.0,
-    only_rollout: str | None = None,
-    allowed_clients: str | None = None,
+    upstream: str, record_dir: Path, **options: Unpack[ProxyOptions]
 ) -> RunningProxy:
     """Start a recording proxy on its own event loop thread; returns once it listens.
 
     Raises :class:`~contagent.errors.ContagentError` when it cannot listen.
     """
-    proxy = RecordingProxy(
-        upstream, record_dir, host=host, port=port, upstream_api_key=upstream_api_key,
-        upstream_timeout=upstream_timeout, stop_grace=stop_grace, only_rollout=only_rollout,
-        allowed_clients=allowed_clients,
-    )  # fmt: skip
+    proxy = RecordingProxy(upstream, record_dir, **options)
     thread = LoopThread("contagent-proxy")
     try:
         thread.call(proxy.start())
@@ -104,20 +94,14 @@ def run_proxy(
     upstream: str,
     record_dir: Path,
     *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    upstream_api_key: str | None = None,
-    upstream_timeout: float | None = None,
     on_ready: Callable[[str], None] | None = None,
+    **options: Unpack[ProxyOptions],
 ) -> ProxyRunSummary:
     """Serve in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
     ``on_ready(url)`` is called once the proxy listens.
     """
-    proxy = RecordingProxy(
-        upstream, record_dir, host=host, port=port, upstream_api_key=upstream_api_key,
-        upstream_timeout=upstream_timeout,
-    )  # fmt: skip
+    proxy = RecordingProxy(upstream, record_dir, **options)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -20,7 +20,7 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import aiohttp
 import orjson
@@ -58,6 +58,19 @@ def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IP
         return remote is not None and ipaddress.ip_address(remote) in network
     except ValueError:
         return False
+
+
+class ProxyOptions(TypedDict, total=False):
+    """The keyword options of :class:`RecordingProxy`, for functions that pass them on."""
+
+    host: str
+    port: int
+    upstream_api_key: str | None
+    upstream_timeout: float | None
+    max_connections: int
+    stop_grace: float
+    only_rollout: str | None
+    allowed_clients: str | None
 
 
 class RecordingProxy:
