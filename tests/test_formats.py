@@ -40,7 +40,9 @@ def test_raw_records_and_rows_match_models_and_schemas(samples: Path, tmp_path: 
             jsonschema.validate(rec, schemas[schema])
     for result in samples.glob("*/result.json"):
         RolloutResult.model_validate_json(result.read_bytes())
-        jsonschema.validate(orjson.loads(result.read_bytes()), schemas["rollout-result.schema.json"])
+        jsonschema.validate(
+            orjson.loads(result.read_bytes()), schemas["rollout-result.schema.json"]
+        )
     export([samples], tmp_path / "out", ExportOptions(filter="all"))
     rows = read_rows(tmp_path / "out" / "results.jsonl")
     for row in rows:

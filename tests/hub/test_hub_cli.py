@@ -16,8 +16,9 @@ REPO = "acme/agent-sft"
 
 
 def _run(
-    args: list[str], hub: FakeHub, tmp_path: Path, token: str | None
+    args: list[str], hub: FakeHub, tmp_path: Path, token: str | None, command: str = "upload"
 ) -> subprocess.CompletedProcess:
+    """``contagent COMMAND ARGS`` in a fresh process whose Hub is the stand-in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
     env |= {
         "HF_ENDPOINT": hub.url,
@@ -29,7 +30,7 @@ def _run(
     if token is not None:
         env["HF_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-c", "from contagent.cli import main; main()", "upload", *args],
+        [sys.executable, "-c", "from contagent.cli import main; main()", command, *args],
         env=env,
         capture_output=True,
         text=True,

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from fake_hub import FakeHub
+from test_hub_cli import _run
 
 from contagent.testing.samples import write_samples
 
 REPO = "acme/agent-sft"
 
 
-def _export(
-    args: list[str], hub: FakeHub, tmp_path: Path, token: str | None
-) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
-    env |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_DISABLE_XET": "1"}
-    if token:
-        env["HF_TOKEN"] = token
-    return subprocess.run(
-        [sys.executable, "-m", "contagent", "export", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def _export(args: list[str], hub: FakeHub, tmp_path: Path, token: str | None):
+    return _run(args, hub, tmp_path, token, command="export")
 
 
 def test_export_push_to_hub(tmp_path: Path, fake_hub: FakeHub) -> None:
