@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -36,9 +36,6 @@ class LoopThread:
     def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60.0) -> T:
         """Run ``coro`` on the loop and wait for its result (its exception is re-raised here)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call_soon(self, fn: Callable[[], Awaitable[Any] | None]) -> None:
-        self.loop.call_soon_threadsafe(fn)
 
     def close(self) -> None:
         if self._thread.is_alive():

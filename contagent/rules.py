@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+import orjson
+
 #: finish reasons that mean the model ended its turn on its own.
 COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
 
@@ -158,15 +160,7 @@ def consumption_key(message: dict[str, Any]) -> tuple[str, Any]:
 
 def history_keys(messages: list[Any]) -> tuple[set[str], set[str]]:
     """Tool-call ids and canonical texts of the assistant messages in a request's history."""
-    ids: set[str] = set()
-    texts: set[str] = set()
-    for msg in messages:
-        if isinstance(msg, dict) and msg.get("role") == "assistant":
-            calls = tool_calls(msg)
-            if calls:
-                ids.update(str(c.get("id")) for c in calls)
-            else:
-                texts.add(message_text(msg.get("content")))
+    ids, texts, _ = _scan(messages, 0, set())
     return ids, texts
 
 
@@ -219,29 +213,11 @@ def merge_tool_fragments(messages: list[Any]) -> tuple[list[Any], list[dict[str,
 
 def tool_protocol_problems(messages: list[Any]) -> list[str]:
     """Tool calls only on assistant messages; each tool message answers a pending call."""
-    problems: list[str] = []
-    pending: set[str] = set()
-    for pos, msg in enumerate(messages):
-        if not isinstance(msg, dict):
-            problems.append(f"message {pos} is not an object")
-            continue
-        role = msg.get("role")
-        if msg.get("tool_calls") and role != "assistant":
-            problems.append(f"message {pos} ({role}) carries tool_calls")
-        if role == "assistant":
-            pending.update(str(c.get("id")) for c in tool_calls(msg))
-        elif role == "tool":
-            tcid = msg.get("tool_call_id")
-            if tcid not in pending:
-                problems.append(f"tool message {pos} answers no pending call ({tcid!r})")
-            pending.discard(tcid)
-    return problems
+    return _scan(messages, 0, set())[2]
 
 
 def bad_tool_arguments(message: dict[str, Any]) -> list[str]:
     """Names of calls whose ``arguments`` are not a JSON object string."""
-    import orjson
-
     bad = []
     for call in tool_calls(message):
         function = call.get("function")

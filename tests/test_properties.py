@@ -246,6 +246,4 @@ def test_incremental_scan_equals_scan_from_scratch(growth: list) -> None:
             full.pending,
             full.problems,
         )
-        assert list(full.problems) == rules.tool_protocol_problems(full.repaired)
-        assert (set(full.ids), set(full.texts)) == rules.history_keys(full.repaired)
         prev = inc
