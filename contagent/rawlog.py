@@ -35,7 +35,9 @@ class RawRollout:
     size: int
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    #: (kind, text) of each integrity problem; kinds: duplicate_record, index_gap,
+    #: no_outcome, no_request
+    problems: list[tuple[str, str]] = field(default_factory=list)
 
     def usage(self, index: int) -> dict[str, int] | None:
         """Normalised usage of exchange ``index`` (from the outcome or its response), if any."""
@@ -100,7 +102,7 @@ def parse_exchanges(path: Path, data: bytes) -> RawRollout:
         if not _is_index(index):
             raise ContagentError(f"{path}:{lineno}: index {index!r} is not a non-negative integer")
         if index in table:
-            raw.problems.append(f"duplicate {kind} record for index {index}")
+            raw.problems.append(("duplicate_record", f"duplicate {kind} record for index {index}"))
             continue
         table[index] = rec
     _check_integrity(raw)
@@ -113,13 +115,13 @@ def _check_integrity(raw: RawRollout) -> None:
         expected = set(range(indices[-1] + 1))
         gaps = sorted(expected - set(indices))
         if gaps:
-            raw.problems.append(f"index gap: no record for {_ranges(gaps)}")
+            raw.problems.append(("index_gap", f"index gap: no record for {_ranges(gaps)}"))
     no_outcome = sorted(raw.requests.keys() - raw.outcomes.keys())
     if no_outcome:
-        raw.problems.append(f"request without outcome: {_ranges(no_outcome)}")
+        raw.problems.append(("no_outcome", f"request without outcome: {_ranges(no_outcome)}"))
     no_request = sorted(raw.outcomes.keys() - raw.requests.keys())
     if no_request:
-        raw.problems.append(f"outcome without request: {_ranges(no_request)}")
+        raw.problems.append(("no_request", f"outcome without request: {_ranges(no_request)}"))
 
 
 def _ranges(values: list[int]) -> str:

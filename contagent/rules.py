@@ -56,6 +56,22 @@ def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
 #: even when no later request consumes it.
 TERMINAL_TOOLS = frozenset({"finish"})
 
+#: Why a rollout is not training-ready (a row's ``not_ready_kinds``).
+NotReadyKind = Literal[
+    "index_gap",
+    "no_outcome",
+    "no_request",
+    "duplicate_record",
+    "consumed_incomplete",
+    "missing_usage",
+    "tool_protocol",
+    "bad_tool_arguments",
+    "tool_conflict",
+    "unknown_tool",
+    "no_steps",
+    "truncated",
+]
+
 #: Excluded-exchange reasons. The first six are the contract of the issue; the
 #: last three cover records a crash or a non-chat route leaves behind.
 ExcludedReason = Literal[
@@ -330,13 +346,13 @@ def _body_bucket(body: Any) -> Any:
     return len(messages) if isinstance(messages, list) else -1
 
 
-def select(views: list[View]) -> tuple[dict[int, Decision], list[str]]:
+def select(views: list[View]) -> tuple[dict[int, Decision], list[tuple[str, str]]]:
     """Decide, for every exchange, step or excluded-with-reason; return problems too.
 
     ``views`` must be in index order. Every index in gets exactly one decision out.
     """
     decisions: dict[int, Decision] = {}
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
 
     consumed: dict[int, bool] = {}
     ids: set[str] = set()
@@ -362,7 +378,12 @@ def select(views: list[View]) -> tuple[dict[int, Decision], list[str]]:
                 bucket.append([view])
         elif view.status == "incomplete" and consumed.get(view.index):
             decisions[view.index] = Decision(view.index, True, consumed=True, truncated=True)
-            problems.append(f"incomplete response {view.index} was consumed by a later request")
+            problems.append(
+                (
+                    "consumed_incomplete",
+                    f"incomplete response {view.index} was consumed by a later request",
+                )
+            )
         else:
             decisions[view.index] = Decision(view.index, False, reason=view.status)
 

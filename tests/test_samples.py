@@ -45,6 +45,7 @@ def test_sample_outcome(name: str, exported: dict[str, dict]) -> None:
     assert row["branches"] == expected.branches
     assert len(row["repairs"]) == expected.repairs
     assert row["truncated"] is expected.truncated
+    assert bool(row["not_ready_kinds"]) is not expected.training_ready
     if expected.reason:
         assert expected.reason in row["training_ready_reason"]
     else:

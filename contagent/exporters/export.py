@@ -182,33 +182,10 @@ def _tally(summary: ExportSummary, done: _Done) -> None:
     summary.passed += row.get("passed") is True
     for exc in row["excluded"]:
         summary.exclusions[exc["reason"]] = summary.exclusions.get(exc["reason"], 0) + 1
-    if not row["training_ready"]:
-        key = _reason_kind(row["training_ready_reason"] or "unknown")
-        summary.not_ready_reasons[key] = summary.not_ready_reasons.get(key, 0) + 1
+    for kind in row["not_ready_kinds"]:
+        summary.not_ready_reasons[kind] = summary.not_ready_reasons.get(kind, 0) + 1
     for part in ("billed", "selected", "excluded"):
         getattr(summary.tokens, part).add(row["token_usage"][part])
-
-
-def _reason_kind(reason: str) -> str:
-    """Group free-text reasons into a few kinds for the summary table."""
-    first = reason.split("; ")[0]
-    for marker in (
-        "index gap",
-        "request without outcome",
-        "outcome without request",
-        "has no usage",
-        "was consumed",
-        "answers no pending call",
-        "different schemas",
-        "truncated",
-        "no completed exchange",
-        "not JSON",
-        "not among the request tools",
-        "duplicate",
-    ):
-        if marker in first:
-            return marker
-    return first[:60]
 
 
 def _write_summary(out_dir: Path, summary: ExportSummary) -> None:

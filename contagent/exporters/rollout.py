@@ -20,7 +20,6 @@ class RolloutExport:
     row: dict[str, Any]
     raw_bytes: int
     exchanges: int
-    problems: list[str] = field(default_factory=list)
     #: per branch, the union of its steps' tool definitions
     branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -68,7 +67,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     result = read_result(paths.result) or {}
     views, scans, repairs = _views(raw)
     decisions, problems = rules.select(views)
-    problems = list(raw.problems) + problems
+    problems = raw.problems + problems
     by_index = {v.index: v for v in views}
 
     steps: list[dict[str, Any]] = []
@@ -88,7 +87,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         usage = raw.usage(index)
         tokens.billed.add(usage)
         if view.status == "completed" and usage is None:
-            problems.append(f"completed response {index} has no usage")
+            problems.append(("missing_usage", f"completed response {index} has no usage"))
         if not decision.selected:
             tokens.excluded.add(usage)
             excluded.append(
@@ -123,11 +122,14 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         for problem in scans[index].problems:
             if problem not in protocol_seen:
                 protocol_seen.add(problem)
-                problems.append(f"request {index}: {problem}")
+                problems.append(("tool_protocol", f"request {index}: {problem}"))
         bad = rules.bad_tool_arguments(view.message)
         if bad:
             problems.append(
-                f"response {index}: tool call arguments are not JSON ({', '.join(bad)})"
+                (
+                    "bad_tool_arguments",
+                    f"response {index}: tool call arguments are not JSON ({', '.join(bad)})",
+                )
             )
         steps.append(
             {
@@ -144,22 +146,27 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         )
 
     tools, conflicts = rules.tool_union(tool_lists)
-    problems.extend(f"tool {name!r} defined with different schemas" for name in conflicts)
+    problems.extend(
+        ("tool_conflict", f"tool {name!r} defined with different schemas") for name in conflicts
+    )
     names = {t["function"]["name"] for t in tools}
     for step in steps:
         for call in rules.tool_calls(step["response"]):
             if rules.call_name(call) not in names:
                 problems.append(
-                    f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
-                    "which is not among the request tools"
+                    (
+                        "unknown_tool",
+                        f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
+                        "which is not among the request tools",
+                    )
                 )
     truncated, truncation_reason = rules.rollout_truncation(
         result, steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None
     )
     if not steps:
-        problems.append("no completed exchange to train on")
+        problems.append(("no_steps", "no completed exchange to train on"))
     if truncated:
-        problems.append(f"truncated: {truncation_reason}")
+        problems.append(("truncated", f"truncated: {truncation_reason}"))
 
     row = {
         "schema_version": 1,
@@ -167,7 +174,8 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         "model": result.get("model") or _model(raw),
         **{name: result.get(name) for name in rules.RESULT_FIELDS},
         "training_ready": not problems,
-        "training_ready_reason": "; ".join(problems) if problems else None,
+        "training_ready_reason": "; ".join(text for _, text in problems) if problems else None,
+        "not_ready_kinds": sorted({kind for kind, _ in problems}),
         "truncated": truncated,
         "truncation_reason": truncation_reason,
         "steps": steps,
@@ -189,7 +197,6 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         row=row,
         raw_bytes=raw.size,
         exchanges=len(raw.indices),
-        problems=problems,
         branch_tools={b: rules.tool_union(lists)[0] for b, lists in branch_lists.items()},
     )
 

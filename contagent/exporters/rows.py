@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent.exporters.summary import TokenUsage
-from contagent.rules import ExcludedReason
+from contagent.rules import ExcludedReason, NotReadyKind
 
 
 class _Strict(BaseModel):
@@ -76,6 +76,9 @@ class ResultRow(_Strict):
     training_ready: bool
     training_ready_reason: str | None = Field(
         description="Why the rollout is not training-ready (null when it is)."
+    )
+    not_ready_kinds: list[NotReadyKind] = Field(
+        description="The kinds of reason behind training_ready_reason, sorted; empty when ready."
     )
     truncated: bool = Field(description="Rule 7: iteration limit, timeout or a cut last step.")
     truncation_reason: str | None = None

@@ -46,7 +46,10 @@ class ExportSummary(BaseModel):
     rollouts_read: int = 0
     training_ready: int = 0
     passed: int = Field(0, description="Rollouts whose result says passed.")
-    not_ready_reasons: dict[str, int] = Field(default_factory=dict)
+    not_ready_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rollouts not training-ready, per kind of reason (a rollout can count under several).",
+    )
     exclusions: dict[str, int] = Field(
         default_factory=dict, description="Excluded exchanges by reason."
     )

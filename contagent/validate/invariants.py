@@ -103,7 +103,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
     later_keys = _later_keys(raw, info)
     last_request = max(raw.requests) if raw.requests else -1
     drop = row["drop_reasoning"]
-    not_ready_causes: list[str] = list(raw.problems)
+    not_ready_causes: list[str] = [text for _, text in raw.problems]
 
     for exc in row["excluded"]:
         i, reason = exc["exchange_index"], exc["reason"]
@@ -182,8 +182,10 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
         if row["truncated"]:
             problems.append("training-ready row is truncated")
         problems.extend(f"training-ready, yet {cause}" for cause in dict.fromkeys(not_ready_causes))
-    elif not row.get("training_ready_reason"):
+    elif not row.get("training_ready_reason") or not row["not_ready_kinds"]:
         problems.append("not training-ready, with no reason given")
+    if row["training_ready"] and row["not_ready_kinds"]:
+        problems.append("training-ready, yet not_ready_kinds are given")
     return problems
 
 
