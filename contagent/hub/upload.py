@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 from huggingface_hub import (
     CommitOperationAdd,
@@ -26,6 +27,7 @@ from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from huggingface_hub.utils.sha import git_hash, sha_fileobj
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import Unpack
 
 from contagent import __version__
 from contagent.errors import ContagentError
@@ -209,23 +211,18 @@ def upload_dataset_folder(
     return result
 
 
+class UploadOptions(TypedDict, total=False):
+    """The keyword options of :func:`upload_dataset_folder`, for callers that pass them on."""
+
+    private: bool
+    revision: str | None
+    message: str | None
+    token: str | None
+    endpoint: str | None
+
+
 def push_export_to_hub(
-    out_dir: Path,
-    repo_id: str,
-    *,
-    private: bool = True,
-    revision: str | None = None,
-    message: str | None = None,
-    token: str | None = None,
-    endpoint: str | None = None,
+    out_dir: Path, repo_id: str, **options: Unpack[UploadOptions]
 ) -> UploadResult:
     """Upload the dataset folder of the export in ``out_dir`` (``OUT/prime-sft/``)."""
-    return upload_dataset_folder(
-        export_folder(out_dir),
-        repo_id,
-        private=private,
-        revision=revision,
-        message=message,
-        token=token,
-        endpoint=endpoint,
-    )
+    return upload_dataset_folder(export_folder(out_dir), repo_id, **options)
