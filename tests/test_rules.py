@@ -236,3 +236,26 @@ def test_rule5_exporter_refuses_to_write_a_row_that_loses_an_exchange(
         export([samples / "clean_pass"], tmp_path / "out")
     assert err.value.exit_code == 3
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_calls_to_unknown_tools_or_with_bad_arguments_are_not_training_ready(
+    tmp_path: Path,
+) -> None:
+    b = RolloutBuilder("r", "task")
+    b.step(assistant(None, call("c1", "browser", url="x")))  # not among the request tools
+    b.tool_output("c1", "browser", "page")
+    bad = {
+        "id": "c2",
+        "type": "function",
+        "function": {"name": "terminal", "arguments": "{not json"},
+    }
+    b.step(assistant(None, bad))
+    row = _export(tmp_path, b)
+    assert not row["training_ready"]
+    assert row["not_ready_kinds"] == ["bad_tool_arguments", "unknown_tool"]
+    assert "'browser'" in row["training_ready_reason"]
+
+
+def test_tool_calls_on_a_user_message_break_the_protocol() -> None:
+    msgs = [{"role": "user", "content": "x", "tool_calls": [{"id": "c1"}]}]
+    assert rules.tool_protocol_problems(msgs) == ["message 0 (user) carries tool_calls"]
