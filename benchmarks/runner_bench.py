@@ -39,7 +39,9 @@ def play(req: StubRequest) -> Reply:
     """exp_001 in three moves: read the secret, write the answer, finish."""
     outputs = [_text(m) for m in req.json["messages"] if m.get("role") == "tool"]
     if not outputs:
-        call = ToolCall("terminal", {"command": "cat ~/workspace/secret.txt", "security_risk": "LOW"})
+        call = ToolCall(
+            "terminal", {"command": "cat ~/workspace/secret.txt", "security_risk": "LOW"}
+        )
     elif len(outputs) == 1:
         found = SECRET.search(outputs[0])
         secret = found.group(0) if found else "?"
@@ -71,7 +73,9 @@ def measure(jobs: int, rollouts: int, image: str, stub_url: str, log_dir: Path) 
     results = summary.results
     bad = [r for r in results if r.status != "passed"]
     if bad:
-        raise SystemExit(f"benchmark rollout did not pass: {bad[0].rollout_id}: {bad[0].status} {bad[0].error}")
+        raise SystemExit(
+            f"benchmark rollout did not pass: {bad[0].rollout_id}: {bad[0].status} {bad[0].error}"
+        )
     timings = [r.timings for r in results if r.timings is not None]
     return {
         "jobs": jobs,
@@ -85,7 +89,9 @@ def measure(jobs: int, rollouts: int, image: str, stub_url: str, log_dir: Path) 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rollouts", type=int, default=4, help="rollouts per --jobs setting")
     parser.add_argument("--image", default="contagent-runner:latest")
     args = parser.parse_args()
@@ -97,14 +103,18 @@ def main() -> int:
             # One unmeasured rollout first, so that neither setting pays for cold caches.
             measure(1, 1, args.image, stub.url, Path(tmp) / "warmup")
             for jobs in (1, 2):
-                rows.append(measure(jobs, args.rollouts, args.image, stub.url, Path(tmp) / f"jobs{jobs}"))
+                rows.append(
+                    measure(jobs, args.rollouts, args.image, stub.url, Path(tmp) / f"jobs{jobs}")
+                )
     finally:
         stub.stop()
 
     def med(xs: list[float]) -> float:
         return statistics.median(xs) if xs else float("nan")
 
-    print(f"runner benchmark: exp_001, scripted LLM (3 moves), {args.rollouts} rollouts per setting")
+    print(
+        f"runner benchmark: exp_001, scripted LLM (3 moves), {args.rollouts} rollouts per setting"
+    )
     print(f"{'jobs':>4} {'rollouts':>8} {'wall s':>8} {'rollouts/min':>13} {'speed-up':>9} "
           f"{'rollout s (med)':>16} {'agent s (med)':>14} {'overhead s (med)':>17} {'overhead s (max)':>17}")  # fmt: skip
     base = rows[0]["per_min"]

@@ -7,57 +7,51 @@ carries ``[DONE]`` (or before the end of the body, for streams without it).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-from aiohttp import web
-from yarl import URL
 
+from contagent.proxy.downstream import ClientConnection, error_body
 from contagent.proxy.recorder import outcome_record
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.rules import completeness
 
 if TYPE_CHECKING:
     from contagent.proxy.server import RecordingProxy
+    from contagent.proxy.upstream import UpstreamConnection
 
 log = logging.getLogger(__name__)
 
 HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-     "trailers", "transfer-encoding", "upgrade"}
+    {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+     b"trailer", b"trailers", b"transfer-encoding", b"upgrade"}
 )  # fmt: skip
-#: aiohttp recomputes length/encoding of what it sends to the client
-_DROP_RESPONSE = HOP_BY_HOP | {"content-length", "content-encoding"}
-
-
-def error_body(status: int, message: str, kind: str = "upstream_error") -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
-
-
-def json_error(status: int, message: str, kind: str = "upstream_error") -> web.Response:
-    return web.Response(
-        status=status, body=error_body(status, message, kind), content_type="application/json"
-    )
+#: the proxy frames what it sends to the client itself
+_DROP_RESPONSE = HOP_BY_HOP | {b"content-length"}
+_DECODED = (b"gzip", b"deflate")  # the upstream connection decodes these
 
 
 class Exchange:
     """One forwarded request; writes exactly one outcome record whichever way it ends.
 
-    The outcome is on disk before the client can see the end of the exchange:
-    a JSON body is recorded before it is sent, a stream before the chunk that
-    carries ``[DONE]`` (or before the end of the body, for streams without it).
+    Driven by callbacks: the upstream connection calls ``on_head``, ``on_body``
+    and one of ``on_end``/``on_fail``; the client connection calls
+    ``client_gone`` when the agent leaves first, and the proxy ``cut`` when it
+    stops before the exchange could end.
     """
 
     __slots__ = (
-        "done", "first_byte", "index", "proxy", "rollout_id", "sent_status", "started", "status", "stream",
+        "body", "conn", "done", "first_byte", "gone", "index", "out_headers", "proxy",
+        "rollout_id", "sent_status", "started", "status", "stream", "upstream",
     )  # fmt: skip
 
-    def __init__(self, proxy: RecordingProxy, rollout_id: str, index: int) -> None:
+    def __init__(
+        self, proxy: RecordingProxy, conn: ClientConnection, rollout_id: str, index: int
+    ) -> None:
         self.proxy = proxy
+        self.conn = conn
         self.rollout_id = rollout_id
         self.index = index
         self.started = time.time()
@@ -65,6 +59,10 @@ class Exchange:
         self.status: int | None = None
         self.sent_status: int | None = None
         self.stream: _StreamState | None = None
+        self.out_headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.upstream: UpstreamConnection | None = None
+        self.gone = False
         self.done = False
 
     def _record(self, outcome: str, error: str | None = None, **fields: Any) -> None:
@@ -79,50 +77,107 @@ class Exchange:
             )
         )  # fmt: skip
 
-    async def run(
-        self, request: web.BaseRequest, path: str, headers: list[tuple[str, str]], body: bytes
-    ) -> web.StreamResponse:
-        proxy = self.proxy
-        assert proxy._session is not None
-        try:
-            async with proxy._session.request(
-                request.method, URL(proxy.upstream + path, encoded=True), data=body or None, headers=headers,
-                allow_redirects=False,
-            ) as up:  # fmt: skip
-                self.first_byte = time.time()
-                self.status = up.status
-                out_headers = [
-                    (k, v) for k, v in up.headers.items() if k.lower() not in _DROP_RESPONSE
-                ]
-                if up.headers.get("Content-Type", "").startswith("text/event-stream"):
-                    return await self._relay_stream(request, up, out_headers)
-                data = await up.read()
-                self.sent_status = up.status
-                self._record_body(data)
-                resp = web.Response(status=up.status, body=data, headers=out_headers)
-                await resp.prepare(request)
-                await resp.write_eof()
-                return resp
-        except asyncio.CancelledError:
-            self._record_cut(None)
-            raise
-        except (ConnectionResetError, aiohttp.ClientConnectionResetError) as exc:
-            # raised by writes to a client that has gone away
-            self._record_cut(f"client went away: {exc}")
-            raise
-        except TimeoutError:
-            return self._fail(504, "upstream timed out")
-        except (aiohttp.ClientError, OSError) as exc:
-            return self._fail(502, f"upstream unreachable: {exc}")
+    # -- from the upstream connection ------------------------------------------------
 
-    def _fail(self, status: int, message: str) -> web.Response:
-        self.sent_status = status
-        self._record("upstream_error", message)
-        return json_error(status, message)
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.first_byte = time.time()
+        self.status = status
+        out = []
+        sse = False
+        for name, value in headers:
+            low = name.lower()
+            if low in _DROP_RESPONSE:
+                continue
+            if low == b"content-type" and value.startswith(b"text/event-stream"):
+                sse = True
+            elif low == b"content-encoding" and value.strip().lower() in _DECODED:
+                continue
+            out.append((name, value))
+        if sse:
+            self.stream = _StreamState()
+            self.sent_status = status
+            self.conn.start_response(status, out)
+        else:
+            self.out_headers = out
+
+    def on_body(self, data: bytes) -> None:
+        state = self.stream
+        if state is None:
+            self.body.append(data)
+            return
+        if not self.done and b"[DONE]" in data:
+            state.add(data)
+            if state.saw_done():
+                self._record_stream(None)  # on disk before the client sees the end
+            self.conn.send(data)
+            return
+        self.conn.send(data)
+        if self.done:
+            log.warning("%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index)
+        else:
+            state.add(data)
+
+    def on_end(self) -> None:
+        self.proxy._over(self)
+        if self.stream is not None:
+            self._record_stream(None)
+            self.conn.end()
+            return
+        data = b"".join(self.body)
+        self.body = []
+        assert self.status is not None
+        self.sent_status = self.status
+        self._record_body(data)
+        self.conn.respond(self.status, self.out_headers, data)
+
+    def on_fail(self, message: str, timed_out: bool) -> None:
+        if self.gone:
+            return
+        self.proxy._over(self)
+        code = 504 if timed_out else 502
+        state = self.stream
+        if state is None:  # the client has seen nothing yet
+            self.sent_status = code
+            self._record("upstream_error", message)
+            self.conn.respond_error(code, message)
+            return
+        # finish a half-sent event first so the error arrives as an event of its own
+        sep = b"" if state.at_boundary() else b"\n\n"
+        self._record_stream(message)
+        self.conn.send(sep + b"data: " + error_body(code, message) + b"\n\n")
+        self.conn.end()
+
+    # -- from the client connection and the proxy ------------------------------------
+
+    def client_gone(self) -> None:
+        """The agent went away first: cancel upstream at once, record what arrived."""
+        self._drop_upstream()
+        self._record_cut("client disconnected")
+
+    def cut(self) -> None:
+        """The proxy stops before this exchange ended: the client must see a cut, not an end."""
+        self._drop_upstream()
+        self._record_cut(None)
+        self.conn.abort()
+
+    def pause_upstream(self) -> None:
+        if self.upstream is not None:
+            self.upstream.pause_reading()
+
+    def resume_upstream(self) -> None:
+        if self.upstream is not None:
+            self.upstream.resume_reading()
+
+    def _drop_upstream(self) -> None:
+        self.gone = True
+        self.proxy._over(self)
+        if self.upstream is not None:
+            self.upstream.abort()
+        else:
+            self.proxy.pool.cancel(self)
 
     def _record_cut(self, why: str | None) -> None:
-        """The handler stops early: client gone (abandoned) or proxy stopping."""
-        if self.proxy._stopping:
+        if self.proxy.stopping:
             outcome, error = "upstream_error", "proxy stopped before the exchange ended"
         else:
             outcome, error = "abandoned", why or "client disconnected"
@@ -130,6 +185,8 @@ class Exchange:
             self._record(outcome, error, **self.stream.fields()[0])
         else:
             self._record(outcome, error)
+
+    # -- outcome records --------------------------------------------------------------
 
     def _record_body(self, data: bytes) -> None:
         try:
@@ -172,47 +229,6 @@ class Exchange:
         else:
             ok, why = completeness(self.status, fields["response"])
             self._record("completed" if ok else "incomplete", why, **fields)
-
-    async def _relay_stream(
-        self, request: web.BaseRequest, up: aiohttp.ClientResponse, headers: list[tuple[str, str]]
-    ) -> web.StreamResponse:
-        resp = web.StreamResponse(status=up.status, headers=headers)
-        self.sent_status = up.status
-        await resp.prepare(request)
-        state = self.stream = _StreamState()
-        broke: str | None = None
-        try:
-            async for chunk in up.content.iter_any():
-                if not self.done and b"[DONE]" in chunk:
-                    state.add(chunk)
-                    if state.saw_done():
-                        self._record_stream(None)  # on disk before the client sees the end
-                    await resp.write(chunk)
-                    continue
-                await resp.write(chunk)
-                if self.done:
-                    log.warning(
-                        "%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index
-                    )
-                else:
-                    state.add(chunk)
-        except TimeoutError:
-            broke = "upstream timed out mid-stream"
-        except aiohttp.ClientConnectionResetError:
-            raise  # the client's side; handled as abandoned by run()
-        except (aiohttp.ClientError, OSError) as exc:
-            broke = f"upstream stream broke: {exc}"
-        if broke is not None:
-            up.close()
-            # finish a half-sent event first so the error arrives as an event of its own
-            sep = b"" if state.at_boundary() else b"\n\n"
-            self._record_stream(broke)
-            code = 504 if "timed out" in broke else 502
-            await resp.write(sep + b"data: " + error_body(code, broke) + b"\n\n")
-        else:
-            self._record_stream(None)
-        await resp.write_eof()
-        return resp
 
 
 class _StreamState:

@@ -6,9 +6,10 @@ to the client (streams chunk by chunk as they arrive), and the outcome record
 is appended before the client can see the end of the exchange
 (:mod:`contagent.proxy.exchange`).
 
-The proxy never retries. A client that goes away cancels its handler
-(``handler_cancellation``), which closes the upstream connection at once so
-the server stops generating.
+Both HTTP hops are asyncio protocols (:mod:`~contagent.proxy.downstream`,
+:mod:`~contagent.proxy.upstream`) driving an :class:`Exchange` by callbacks.
+The proxy never retries. A client that goes away closes the upstream
+connection at once, so the server stops generating.
 """
 
 from __future__ import annotations
@@ -22,35 +23,33 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TypedDict
 
-import aiohttp
 import orjson
-from aiohttp import web
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
-from contagent.proxy.exchange import HOP_BY_HOP, Exchange, json_error
+from contagent.proxy.downstream import ClientConnection, Request
+from contagent.proxy.exchange import HOP_BY_HOP, Exchange
 from contagent.proxy.recorder import Recorder, RecordError, request_record
+from contagent.proxy.upstream import UpstreamPool
 from contagent.records import SAFE_HEADERS
 
 log = logging.getLogger(__name__)
 
-#: never forwarded: hop-by-hop, recomputed by aiohttp, or the client's credentials
+#: never forwarded: hop-by-hop, framing the proxy redoes, or the client's credentials
 _DROP_REQUEST = HOP_BY_HOP | {
-    "host",
-    "content-length",
-    "authorization",
-    "api-key",
-    "x-api-key",
-    "accept-encoding",
+    b"host",
+    b"content-length",
+    b"authorization",
+    b"api-key",
+    b"x-api-key",
+    b"accept-encoding",
+    b"expect",
 }
+_SAFE = {name.encode(): name for name in SAFE_HEADERS}
 _USAGE_ROUTES = ("/chat/completions", "/completions")
-
-
-def _hop_tokens(headers: Any) -> frozenset[str]:
-    conn = headers.get("Connection")
-    if not conn:
-        return frozenset()
-    return frozenset(t.strip().lower() for t in conn.split(","))
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: a request body larger than this gets 413 (OpenHands' largest are a few MB)
+MAX_BODY = 256 * 1024 * 1024
 
 
 def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
@@ -74,7 +73,7 @@ class ProxyOptions(TypedDict, total=False):
 
 
 class RecordingProxy:
-    """An aiohttp server that forwards to ``upstream`` and records every exchange.
+    """A server that forwards to ``upstream`` and records every exchange.
 
     Use from async code::
 
@@ -129,24 +128,29 @@ class RecordingProxy:
         self.record_dir = Path(record_dir)
         self.host = host
         self.port = port
-        self._auth = f"Bearer {upstream_api_key}" if upstream_api_key else None
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=upstream_timeout, sock_read=upstream_timeout
-        )
+        self._auth = f"Bearer {upstream_api_key}".encode() if upstream_api_key else None
+        self._timeout = upstream_timeout
         self._max_connections = max_connections
         self._stop_grace = stop_grace
         self.recorder = Recorder(self.record_dir)
         self.counts: Counter[str] = Counter()
-        self._session: aiohttp.ClientSession | None = None
-        self._runner: web.ServerRunner | None = None
-        self._inflight: set[asyncio.Task[Any]] = set()
-        self._stopping = False
+        self._pool: UpstreamPool | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._conns: set[ClientConnection] = set()
+        self._inflight: set[Exchange] = set()
+        self._drained: asyncio.Event | None = None
+        self.stopping = False
 
     @property
     def url(self) -> str:
         """Base URL the proxy listens on, e.g. ``http://127.0.0.1:8123``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def pool(self) -> UpstreamPool:
+        assert self._pool is not None, "the proxy is not started"
+        return self._pool
 
     def rollout_base_url(self, rollout_id: str) -> str:
         """The OpenAI ``base_url`` an agent of ``rollout_id`` should use."""
@@ -155,85 +159,94 @@ class RecordingProxy:
     async def start(self) -> None:
         """Bind and start serving; ``url`` then holds the real port."""
         self.record_dir.mkdir(parents=True, exist_ok=True)
-        connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout,
-            skip_auto_headers=("User-Agent",),
-            cookie_jar=aiohttp.DummyCookieJar(),  # a pass-through keeps no cookies of its own
+        loop = asyncio.get_running_loop()
+        self._pool = UpstreamPool(
+            self.upstream, connect_timeout=self._timeout, read_timeout=self._timeout,
+            limit=self._max_connections,
         )  # fmt: skip
-        server = web.Server(self._handle, handler_cancellation=True)
-        self._runner = web.ServerRunner(server, handler_cancellation=True, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        self._drained = asyncio.Event()
         try:
-            await site.start()
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self, MAX_BODY), self.host, self.port, backlog=1024
+            )
         except OSError as exc:
-            await self._runner.cleanup()
-            await self._session.close()
             raise ContagentError(
                 f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
             ) from exc
-        sockets = self._runner.addresses
+        sockets = self._server.sockets
         if sockets:
-            self.port = sockets[0][1]
+            self.port = sockets[0].getsockname()[1]
         log.info(
             "recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir
         )
 
     async def stop(self) -> None:
         """Stop listening, let in-flight exchanges finish (up to ``stop_grace``), record the rest."""
-        self._stopping = True
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()
-        pending = {t for t in self._inflight if not t.done()}
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=self._stop_grace)
-            for task in late:
-                task.cancel()
-            if late:
-                await asyncio.wait(late, timeout=5.0)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._conns):
+            conn.close_if_idle()
+        if self._inflight and self._drained is not None:
+            try:
+                await asyncio.wait_for(self._drained.wait(), self._stop_grace)
+            except TimeoutError:
+                for ex in list(self._inflight):
+                    ex.cut()
+        for conn in list(self._conns):
+            if conn.busy:  # cut above: the client must see a cut, not a clean end
+                conn.abort()
+            else:
+                conn.close_if_idle()  # flushes what was written first
+        if self._pool is not None:
+            self._pool.close()
+        await asyncio.sleep(0)  # let the transports run their connection_lost callbacks
         self.recorder.close()
 
-    # -- the hot path ---------------------------------------------------------------
+    # -- the hot path: called by the client connections --------------------------------
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        raw_path = request.raw_path
-        if not raw_path.startswith("/r/"):
-            return json_error(
+    def track(self, conn: ClientConnection, open_: bool) -> None:
+        if open_:
+            self._conns.add(conn)
+        else:
+            self._conns.discard(conn)
+
+    def _over(self, ex: Exchange) -> None:
+        """``ex`` needs nothing more from upstream (it may still be writing to its client)."""
+        self._inflight.discard(ex)
+        if self.stopping and not self._inflight and self._drained is not None:
+            self._drained.set()
+
+    def handle(self, conn: ClientConnection, req: Request) -> None:
+        target = req.target
+        if not target.startswith(b"/r/"):
+            conn.respond_error(
                 404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found"
             )
-        rollout_id, sep, tail = raw_path[3:].partition("/")
+            return
+        rid, sep, tail = target[3:].partition(b"/")
+        rollout_id = rid.decode("latin-1")
         if not sep:
-            return json_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
+            conn.respond_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
+            return
         if self._only_rollout is not None and rollout_id != self._only_rollout:
-            return json_error(403, "this proxy records another rollout", "permission_error")
-        if self._clients is not None and not _client_in(request.remote, self._clients):
-            return json_error(403, "this proxy does not serve your address", "permission_error")
+            conn.respond_error(403, "this proxy records another rollout", "permission_error")
+            return
+        if self._clients is not None and not _client_in(conn.peer, self._clients):
+            conn.respond_error(403, "this proxy does not serve your address", "permission_error")
+            return
         if rollout_id not in self.recorder.known:
             try:
                 safe_segment(rollout_id, "rollout id")
             except ContagentError as exc:
-                return json_error(400, str(exc), "invalid_request_error")
-        task = asyncio.current_task()
-        assert task is not None
-        self._inflight.add(task)
-        try:
-            return await self._exchange(request, rollout_id, "/" + tail)
-        finally:
-            self._inflight.discard(task)
+                conn.respond_error(400, str(exc), "invalid_request_error")
+                return
+        self._exchange(conn, req, rollout_id, b"/" + tail)
 
-    async def _exchange(
-        self, request: web.BaseRequest, rollout_id: str, path: str
-    ) -> web.StreamResponse:
-        body = await request.read()
+    def _exchange(self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes) -> None:
+        body = req.body
         received = time.time()
+        path = raw.decode("latin-1")
         parsed: Any = None
         body_text = None
         if body:
@@ -255,18 +268,29 @@ class RecordingProxy:
                 forward_body = orjson.dumps(changed)
                 changes.append("stream_options.include_usage")
 
-        hop = _hop_tokens(request.headers)
+        pool = self.pool
+        hop: frozenset[bytes] = frozenset()
         safe: dict[str, str] = {}
-        forward: list[tuple[str, str]] = []
-        for name, value in request.headers.items():
+        head = [b"%s %s%s HTTP/1.1\r\nHost: %s\r\n" % (
+            req.method.encode(), pool.base_path, raw, pool.host_header)]  # fmt: skip
+        for name, value in req.headers:
             low = name.lower()
-            if low in SAFE_HEADERS:
-                safe[low] = f"{safe[low]}, {value}" if low in safe else value
-            if low not in _DROP_REQUEST and low not in hop:
-                forward.append((name, value))
-        forward.append(("Accept-Encoding", "identity"))
+            if low in _SAFE:
+                key, text = _SAFE[low], value.decode("latin-1")
+                safe[key] = f"{safe[key]}, {text}" if key in safe else text
+            elif low == b"connection":
+                hop = hop | {t.strip().lower() for t in value.split(b",")}
+            if low not in _DROP_REQUEST:
+                head.append(name + b": " + value + b"\r\n")
+        if hop:
+            head = [h for h in head if h.split(b":", 1)[0].lower() not in hop]
+        head.append(b"Accept-Encoding: identity\r\n")
         if self._auth:
-            forward.append(("Authorization", self._auth))
+            head.append(b"Authorization: " + self._auth + b"\r\n")
+        if forward_body or req.method in _BODY_METHODS:
+            head.append(b"Content-Length: %d\r\n" % len(forward_body))
+        head.append(b"\r\n")
+        head.append(forward_body)
 
         recorder = self.recorder
         index = -1
@@ -275,7 +299,7 @@ class RecordingProxy:
             recorder.append(
                 rollout_id,
                 request_record(
-                    index=index, rollout_id=rollout_id, time=received, method=request.method,
+                    index=index, rollout_id=rollout_id, time=received, method=req.method,
                     path=path, headers=safe, body=parsed, body_text=body_text,
                     body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
                     stream=stream, upstream_changes=changes,
@@ -285,11 +309,14 @@ class RecordingProxy:
             if index >= 0:
                 recorder.release(rollout_id, index)
             log.error("%s", exc)
-            return json_error(
+            conn.respond_error(
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"
             )
-        ex = Exchange(self, rollout_id, index)
-        return await ex.run(request, path, forward, forward_body)
+            return
+        ex = Exchange(self, conn, rollout_id, index)
+        conn.responder = ex
+        self._inflight.add(ex)
+        pool.send(ex, b"".join(head), head_only=req.method == "HEAD")
 
     def _finish(self, record: dict[str, Any]) -> None:
         self.counts[record["outcome"]] += 1

@@ -1,0 +1,338 @@
+"""HTTP/1.1 to the upstream: a pool of keep-alive connections on asyncio protocols.
+
+The proxy's hot path is two HTTP hops per exchange on a machine whose cores it
+shares with the agent and the model server, so both hops are asyncio protocols
+with the llhttp parser (``httptools``) and no per-request task or stream
+objects: a full client stack here cost about five times the CPU per exchange
+(benchmarks/proxy_bench.py).
+
+A connection carries one request at a time and reports to its
+:class:`UpstreamSink` (the exchange): ``on_head`` once, ``on_body`` per piece
+of the decoded body as it arrives, then exactly one of ``on_end`` or
+``on_fail``. Nothing is ever retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+import zlib
+from typing import Protocol, cast
+from urllib.parse import urlsplit
+
+import httptools
+
+from contagent.errors import ContagentError
+
+#: idle keep-alive connections older than this are closed rather than reused, so a
+#: request is not sent down a connection the server is closing (uvicorn: 5 s)
+IDLE_REUSE_S = 4.0
+
+
+class UpstreamSink(Protocol):
+    #: set by the connection that carries the request
+    upstream: UpstreamConnection | None
+    #: true once nobody waits for the answer any more
+    gone: bool
+
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
+    def on_body(self, data: bytes) -> None: ...
+    def on_end(self) -> None: ...
+    def on_fail(self, message: str, timed_out: bool) -> None: ...
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """One connection to the upstream server; one request at a time."""
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self.pool = pool
+        self.loop = pool.loop
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.sink: UpstreamSink | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head_only = False
+        self.until_close = False
+        self.decoder: zlib._Decompress | None = None
+        self.pending: list[bytes] = []
+        self.last_read = 0.0
+        self.idle_since = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+
+    # -- driven by the pool and the exchange -----------------------------------------
+
+    def send(self, sink: UpstreamSink, data: bytes, head_only: bool) -> None:
+        assert self.transport is not None
+        self.sink = sink
+        sink.upstream = self
+        self.head_only = head_only
+        self.last_read = self.loop.time()
+        timeout = self.pool.read_timeout
+        if timeout is not None:
+            self.timer = self.loop.call_at(self.last_read + timeout, self._check_timeout)
+        self.transport.write(data)
+
+    def abort(self) -> None:
+        """Drop the request at once (the upstream server sees the connection close)."""
+        self.sink = None
+        self.pending.clear()
+        self._cancel_timer()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = self.loop.time()
+        if self.sink is None:  # bytes nobody asked for: this connection is not reusable
+            self._discard()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(f"upstream sent malformed HTTP: {exc}", False)
+            return
+        self._deliver()
+
+    def _deliver(self) -> None:
+        # one piece per read, not per chunk: a read often holds many small SSE chunks,
+        # and each piece costs the client connection a write
+        pending = self.pending
+        if pending and self.sink is not None:
+            data = pending[0] if len(pending) == 1 else b"".join(pending)
+            pending.clear()
+            self.sink.on_body(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        self.pool.forget(self)
+        if self.sink is None:
+            return
+        if self.until_close and exc is None:  # a body delimited by the end of the connection
+            self._finish(reuse=False)
+            return
+        why = f": {exc}" if exc is not None else ""
+        started = self.headers or self.until_close
+        self._fail(
+            f"upstream stream broke: connection lost{why}"
+            if started
+            else f"upstream unreachable: connection closed before a response{why}",
+            False,
+        )
+
+    # -- httptools callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.headers = []
+        self.decoder = None
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        sink = self.sink
+        if sink is None:
+            return
+        status = self.parser.get_status_code()
+        framed = False
+        for name, value in self.headers:
+            low = name.lower()
+            if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value):
+                framed = True
+            elif low == b"content-encoding" and value.strip().lower() in (b"gzip", b"deflate"):
+                # asked for identity; decode anyway so the record and client get plain bytes
+                self.decoder = zlib.decompressobj(wbits=47)
+        no_body = self.head_only or status in (204, 304) or status < 200
+        self.until_close = not framed and not no_body
+        sink.on_head(status, self.headers)
+        if no_body and self.sink is sink:
+            self._finish(reuse=False)  # the parser would wait for a body that never comes
+
+    def on_body(self, data: bytes) -> None:
+        if self.sink is not None:
+            if self.decoder is not None:
+                try:
+                    data = self.decoder.decompress(data)
+                except zlib.error as exc:
+                    self._fail(f"upstream stream broke: bad content encoding: {exc}", False)
+                    return
+            self.pending.append(data)
+
+    def on_message_complete(self) -> None:
+        if self.sink is not None:
+            self._finish(reuse=self.parser.should_keep_alive())
+
+    # -- endings ----------------------------------------------------------------------
+
+    def _finish(self, reuse: bool) -> None:
+        self._deliver()
+        sink, self.sink = self.sink, None
+        self._cancel_timer()
+        if reuse and self.decoder is None:
+            self.pool.release(self)
+        else:
+            self._discard()
+        if sink is not None:
+            sink.on_end()
+
+    def _fail(self, message: str, timed_out: bool) -> None:
+        self._deliver()  # what arrived before the fault still reaches client and record
+        sink, self.sink = self.sink, None
+        self._cancel_timer()
+        self._discard(abort=True)
+        if sink is not None:
+            sink.on_fail(message, timed_out)
+
+    def _discard(self, abort: bool = False) -> None:
+        self.pool.forget(self)
+        if self.transport is not None and not self.transport.is_closing():
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _check_timeout(self) -> None:
+        # one timer per request, re-armed lazily: cheaper than resetting it on every read
+        self.timer = None
+        timeout = self.pool.read_timeout
+        if self.sink is None or timeout is None:
+            return
+        due = self.last_read + timeout
+        if self.loop.time() >= due:
+            started = bool(self.headers)
+            self._fail("upstream timed out mid-stream" if started else "upstream timed out", True)
+        else:
+            self.timer = self.loop.call_at(due, self._check_timeout)
+
+
+class UpstreamPool:
+    """Keep-alive connections to one upstream origin, at most ``limit`` open at once."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float | None,
+        read_timeout: float | None,
+        limit: int,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.hostname is None:
+            raise ContagentError(f"upstream {base_url!r} has no host")
+        self.host = parts.hostname
+        self.tls = parts.scheme == "https"
+        self.port = parts.port or (443 if self.tls else 80)
+        default_port = self.port == (443 if self.tls else 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = (host if default_port else f"{host}:{self.port}").encode("idna")
+        self.base_path = parts.path.rstrip("/").encode()
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.limit = max(1, limit)
+        self.loop = asyncio.get_running_loop()
+        self._ssl = ssl.create_default_context() if self.tls else None
+        self._idle: collections.deque[UpstreamConnection] = collections.deque()
+        self._open: set[UpstreamConnection] = set()
+        self._connecting = 0
+        self._waiting: collections.deque[tuple[UpstreamSink, bytes, bool]] = collections.deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def send(self, sink: UpstreamSink, data: bytes, head_only: bool = False) -> None:
+        """Send one request (head and body, already framed) for ``sink``."""
+        now = self.loop.time()
+        while self._idle:
+            conn = self._idle.pop()  # most recently used first: warmest, least likely stale
+            transport = conn.transport
+            if transport is None or transport.is_closing() or now - conn.idle_since > IDLE_REUSE_S:
+                conn._discard()
+                continue
+            conn.send(sink, data, head_only)
+            return
+        if len(self._open) + self._connecting >= self.limit:
+            self._waiting.append((sink, data, head_only))
+            return
+        self._connecting += 1
+        task = self.loop.create_task(self._connect(sink, data, head_only))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cancel(self, sink: UpstreamSink) -> None:
+        """Forget a request that has not got a connection yet."""
+        self._waiting = collections.deque(w for w in self._waiting if w[0] is not sink)
+
+    async def _connect(self, sink: UpstreamSink, data: bytes, head_only: bool) -> None:
+        try:
+            try:
+                _, conn = await asyncio.wait_for(
+                    self.loop.create_connection(
+                        lambda: UpstreamConnection(self), self.host, self.port, ssl=self._ssl
+                    ),
+                    self.connect_timeout,
+                )
+            finally:
+                self._connecting -= 1
+        except TimeoutError:
+            sink.on_fail("upstream timed out", True)
+            self._next_waiting()
+            return
+        except (OSError, ssl.SSLError) as exc:
+            sink.on_fail(f"upstream unreachable: {exc.strerror or exc}", False)
+            self._next_waiting()
+            return
+        if sink.gone or self.closed:  # the client left while we connected
+            self.release(conn)
+            return
+        self._open.add(conn)
+        conn.send(sink, data, head_only)
+
+    def release(self, conn: UpstreamConnection) -> None:
+        self._open.add(conn)
+        if self._waiting:
+            sink, data, head_only = self._waiting.popleft()
+            conn.send(sink, data, head_only)
+            return
+        if self.closed:
+            conn._discard()
+            return
+        conn.idle_since = self.loop.time()
+        self._idle.append(conn)
+
+    def forget(self, conn: UpstreamConnection) -> None:
+        self._open.discard(conn)
+        try:
+            self._idle.remove(conn)
+        except ValueError:
+            pass
+        if self._waiting:  # later: forget() runs inside send() and the parser's callbacks
+            self.loop.call_soon(self._next_waiting)
+
+    def _next_waiting(self) -> None:
+        if self._waiting and not self.closed and len(self._open) + self._connecting < self.limit:
+            self.send(*self._waiting.popleft())
+
+    def close(self) -> None:
+        self.closed = True
+        for conn in list(self._open) + list(self._idle):
+            conn._discard(abort=conn.sink is not None)
+        self._idle.clear()
+        self._open.clear()
+        for task in self._tasks:
+            task.cancel()

@@ -1,0 +1,244 @@
+"""The proxy's own HTTP/1.1 on both hops: framing, pipelining, limits, odd but legal peers."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+from aiohttp import web
+
+from contagent._loopthread import LoopThread
+from contagent.testing.llm_stub import Reply
+from tests.proxy.conftest import client, exchanges, http
+
+MSGS = [{"role": "user", "content": "hi"}]
+BODY = orjson.dumps({"model": "m", "messages": MSGS})
+
+
+def _addr(proxy) -> tuple[str, int, str]:
+    url = urlsplit(proxy.rollout_base_url("r1"))
+    assert url.hostname is not None and url.port is not None
+    return url.hostname, url.port, url.path
+
+
+def _exchange_raw(proxy, payload: bytes, until: bytes = b"", timeout: float = 10) -> bytes:
+    """Send raw bytes, read until the peer closes (or ``until`` shows up)."""
+    host, port, _ = _addr(proxy)
+    out = b""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        while not (until and until in out):
+            got = sock.recv(65536)
+            if not got:
+                break
+            out += got
+    return out
+
+
+def _post(path: str, body: bytes, extra: str = "", version: str = "1.1") -> bytes:
+    return (
+        f"POST {path} HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n{extra}\r\n"
+    ).encode() + body
+
+
+def _dechunk(rest: bytes) -> bytes:
+    data = b""
+    while rest:
+        size, _, rest = rest.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        data += rest[:n]
+        rest = rest[n + 2 :]
+    return data
+
+
+def test_pipelined_requests_are_answered_in_order(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="first", delay=0.2), Reply(content="second")])
+    proxy = proxy_factory(stub.url)
+    path = _addr(proxy)[2] + "/chat/completions"
+    raw = _exchange_raw(
+        proxy, _post(path, BODY) + _post(path, BODY, "Connection: close\r\n"), timeout=20
+    )
+    assert raw.count(b"HTTP/1.1 200 OK") == 2
+    assert raw.index(b'"first"') < raw.index(b'"second"')
+    pairs = exchanges(tmp_path / "records", "r1")
+    assert [o["outcome"] for _, o in pairs] == ["completed", "completed"]
+
+
+def test_malformed_request_gets_400_and_nothing_is_recorded(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    raw = _exchange_raw(
+        proxy, b"POST /r/r1/v1/chat/completions HTTP/1.1\r\nContent-Length: x\r\n\r\n"
+    )
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
+    assert "malformed HTTP request" in orjson.loads(body)["error"]["message"]
+    assert not (tmp_path / "records" / "r1").exists() and stub.requests == []
+
+
+def test_body_over_the_limit_gets_413(stub_factory, proxy_factory, tmp_path, monkeypatch):
+    monkeypatch.setattr("contagent.proxy.server.MAX_BODY", 1000)
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", content=b"x" * 5000)
+    assert r.status_code == 413 and "over 1000 bytes" in r.json()["error"]["message"]
+    assert stub.requests == [] and not (tmp_path / "records" / "r1").exists()
+
+
+def test_expect_100_continue_is_honoured(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="after continue")])
+    proxy = proxy_factory(stub.url)
+    host, port, path = _addr(proxy)
+    with socket.create_connection((host, port), timeout=10) as sock:
+        head = _post(path + "/chat/completions", b"", "Expect: 100-continue\r\n")
+        sock.sendall(head.replace(b"Content-Length: 0", b"Content-Length: %d" % len(BODY)))
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(BODY)
+        raw = b""
+        while b'"after continue"' not in raw:
+            got = sock.recv(65536)
+            assert got, raw
+            raw += got
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "completed"
+    assert "expect" not in {k.lower() for k in stub.requests[0].headers}
+
+
+def test_http10_stream_ends_with_the_connection(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply(content="a b c", chunks=3)])
+    proxy = proxy_factory(stub.url)
+    body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
+    raw = _exchange_raw(proxy, _post(_addr(proxy)[2] + "/chat/completions", body, version="1.0"))
+    head, _, data = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"chunked" not in head.lower()
+    assert data.startswith(b"data: {") and data.endswith(b"data: [DONE]\n\n")
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "completed" and out["stream_events"][-1] == "[DONE]"
+
+
+class _Upstream:
+    """A hand-made upstream for what the scripted LLM does not do: gzip, Connection: close."""
+
+    def __init__(self, handler) -> None:
+        self.thread = LoopThread("odd-upstream")
+        self.port = self.thread.call(self._start(handler))
+
+    async def _start(self, handler) -> int:
+        self.runner = web.ServerRunner(web.Server(handler))
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return self.runner.addresses[0][1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.thread.call(self.runner.cleanup())
+        self.thread.close()
+
+
+COMPLETION = {
+    "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "zipped"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}  # fmt: skip
+
+
+@pytest.fixture
+def odd_upstream():
+    started: list[_Upstream] = []
+
+    def make(handler) -> _Upstream:
+        up = _Upstream(handler)
+        started.append(up)
+        return up
+
+    yield make
+    for up in started:
+        up.stop()
+
+
+def test_gzip_from_upstream_is_decoded_for_record_and_client(odd_upstream, proxy_factory, tmp_path):
+    async def handler(request: web.BaseRequest) -> web.Response:
+        await request.read()
+        assert request.headers.get("Accept-Encoding") == "identity"
+        return web.Response(
+            body=gzip.compress(orjson.dumps(COMPLETION)),
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+
+    up = odd_upstream(handler)
+    proxy = proxy_factory(up.url)
+    resp = client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "zipped"
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "completed" and out["response"] == COMPLETION
+
+
+def test_upstream_closing_after_each_answer_and_one_connection(
+    odd_upstream, proxy_factory, tmp_path
+):
+    """``Connection: close`` upstream, and ``max_connections=1`` queueing concurrent requests."""
+    peers: set[int] = set()
+    active = [0, 0]  # now, most at once
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        import asyncio
+
+        active[0] += 1
+        active[1] = max(active)
+        peers.add(request.transport.get_extra_info("peername")[1])
+        await request.read()
+        await asyncio.sleep(0.05)
+        active[0] -= 1
+        resp = web.Response(body=orjson.dumps(COMPLETION), content_type="application/json")
+        resp.force_close()
+        return resp
+
+    up = odd_upstream(handler)
+    proxy = proxy_factory(up.url, max_connections=1)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client(proxy).chat.completions.create(model="m", messages=MSGS)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert errors == []
+    assert active[1] == 1, "never more than max_connections upstream at once"
+    assert len(peers) == 4, "a connection the upstream closed is not reused"
+    assert [o["outcome"] for _, o in exchanges(tmp_path / "records", "r1")] == ["completed"] * 4
+
+
+def test_head_and_get_carry_no_invented_body(odd_upstream, proxy_factory, tmp_path):
+    seen: list[tuple[str, str | None]] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        seen.append((request.method, request.headers.get("Content-Length")))
+        return web.Response(body=b'{"data": []}', content_type="application/json")
+
+    up = odd_upstream(handler)
+    proxy = proxy_factory(up.url)
+    base = proxy.rollout_base_url("r1")
+    assert http("HEAD", base + "/models").status_code == 200
+    r = http("GET", base + "/models")
+    assert r.status_code == 200 and r.json() == {"data": []}
+    assert seen == [("HEAD", None), ("GET", None)]
+    outs = [o for _, o in exchanges(tmp_path / "records", "r1")]
+    assert [o["client_status"] for o in outs] == [200, 200]
