@@ -6,8 +6,10 @@ Usage::
 
 Everything runs on loopback, in separate processes so that each one's cost is
 visible: the scripted upstream (``contagent.testing.llm_stub --fast``), the
-proxy (``contagent proxy``), optionally the LiteLLM proxy, and this load
-generator (aiohttp). Requests to the targets are interleaved so that machine
+proxy (``contagent proxy``), two minimal pass-throughs for reference (on
+aiohttp, as in the issue, and on the proxy's own HTTP stack: the gap to the
+latter is the price of the record), optionally the LiteLLM proxy, and this
+load generator (aiohttp). Requests to the targets are interleaved so that machine
 noise hits all of them alike. Workloads (issue 3):
 
 * non-streaming chat completions with 32 KB request bodies;
@@ -258,7 +260,9 @@ def main() -> None:
         "--rounds", type=int, default=3, help="interleaved throughput rounds per target"
     )
     ap.add_argument(
-        "--no-passthrough", action="store_true", help="skip the minimal pass-through reference"
+        "--no-passthrough",
+        action="store_true",
+        help="skip the minimal pass-through references (aiohttp, and on the proxy's HTTP stack)",
     )
     ap.add_argument(
         "--baseline-src",
@@ -315,6 +319,14 @@ def main() -> None:
             procs.append(pt)
             named["passthrough"] = pt
             urls["passthrough"] = f"{pt_url}/r/bench/v1/chat/completions"
+            raw, raw_url = start_process(
+                [sys.executable, str(here / "passthrough_llhttp.py"), stub_url,
+                 str(tmp / "pt-llhttp.jsonl")],
+                "listening on ",
+            )  # fmt: skip
+            procs.append(raw)
+            named["llhttp"] = raw
+            urls["llhttp"] = f"{raw_url}/r/bench/v1/chat/completions"
         litellm_note = "not measured (pass --litellm PATH)"
         if args.litellm:
             exe = shutil.which(args.litellm) or args.litellm
@@ -377,7 +389,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
     d = results["direct"]
     print(f"\nrecording proxy benchmark  ({platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} cpus, loop: {loop_name}; loopback; raw log written: {log_mb:.0f} MB)\n")  # fmt: skip
-    head = f"{'':42}{'added p50':>11}{'added p99':>11}{'+TTFB p50':>11}{'thr@64 json':>13}{'thr@64 stream':>15}"
+    head = f"{'':50}{'added p50':>11}{'added p99':>11}{'+TTFB p50':>11}{'thr@64 json':>13}{'thr@64 stream':>15}"
     print(head)
     print("-" * len(head))
     for name in [n for n in results if n != "direct"]:
@@ -387,6 +399,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
             "baseline": "contagent proxy, --baseline-src",
             "litellm": "LiteLLM proxy (this run)",
             "passthrough": "minimal pass-through (this run)",
+            "llhttp": "same, on the proxy's HTTP stack (this run)",
         }[name]
         for kind in ("json", "stream"):
             add50 = r[f"{kind}_p50"] - d[f"{kind}_p50"]
@@ -397,12 +410,12 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
                 f"{100 * r['stream_rps64'] / d['stream_rps64']:.0f}%" if kind == "stream" else ""
             )
             print(
-                f"{label + f' [{kind}]':42}{add50:>8.2f} ms{add99:>8.2f} ms{ttfb:>11}{thr:>13}{thr_s:>15}"
+                f"{label + f' [{kind}]':50}{add50:>8.2f} ms{add99:>8.2f} ms{ttfb:>11}{thr:>13}{thr_s:>15}"
             )
     for name, b in BASELINES.items():
-        print(f"{name:42}{b['p50']:>11}{'':>11}{'':>11}{b['thr']:>13}")
+        print(f"{name:50}{b['p50']:>11}{'':>11}{'':>11}{b['thr']:>13}")
     print(
-        f"{'targets':42}{'<= 0.5 ms':>11}{'<= 2 ms':>11}{'<= 1 ms':>11}{'>= 60%':>13}{'>= 60%':>15}"
+        f"{'targets':50}{'<= 0.5 ms':>11}{'<= 2 ms':>11}{'<= 1 ms':>11}{'>= 60%':>13}{'>= 60%':>15}"
     )
     print(f"\nLiteLLM: {litellm_note}")
     print("\nabsolute figures (ms; requests/s at concurrency 64):")
