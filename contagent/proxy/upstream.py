@@ -56,6 +56,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.until_close = False
         self.decoder: zlib._Decompress | None = None
         self.pending: list[bytes] = []
+        self.paused = False
         self.last_read = 0.0
         self.idle_since = 0.0
         self.timer: asyncio.TimerHandle | None = None
@@ -82,11 +83,13 @@ class UpstreamConnection(asyncio.Protocol):
             self.transport.abort()
 
     def pause_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not self.paused:
+            self.paused = True
             self.transport.pause_reading()
 
     def resume_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and self.paused:
+            self.paused = False
             self.transport.resume_reading()
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -179,6 +182,9 @@ class UpstreamConnection(asyncio.Protocol):
     def _finish(self, reuse: bool) -> None:
         self._deliver()
         sink, self.sink = self.sink, None
+        if sink is not None:
+            sink.upstream = None  # its client's back-pressure must not reach the next request
+        self.resume_reading()
         self._cancel_timer()
         if reuse and self.decoder is None:
             self.pool.release(self)
@@ -190,6 +196,8 @@ class UpstreamConnection(asyncio.Protocol):
     def _fail(self, message: str, timed_out: bool) -> None:
         self._deliver()  # what arrived before the fault still reaches client and record
         sink, self.sink = self.sink, None
+        if sink is not None:
+            sink.upstream = None
         self._cancel_timer()
         self._discard(abort=True)
         if sink is not None:

@@ -242,3 +242,43 @@ def test_head_and_get_carry_no_invented_body(odd_upstream, proxy_factory, tmp_pa
     assert seen == [("HEAD", None), ("GET", None)]
     outs = [o for _, o in exchanges(tmp_path / "records", "r1")]
     assert [o["client_status"] for o in outs] == [200, 200]
+
+
+def test_slow_client_back_pressure_then_the_connection_is_reused(
+    odd_upstream, proxy_factory, tmp_path
+):
+    """A client reading slowly pauses the upstream read; the pooled connection works after."""
+    big = dict(COMPLETION, choices=[dict(COMPLETION["choices"][0], message={
+        "role": "assistant", "content": "y" * (8 << 20)})])  # fmt: skip
+    payloads = [orjson.dumps(big), orjson.dumps(COMPLETION)]
+    peers: list[int] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        await request.read()
+        peers.append(request.transport.get_extra_info("peername")[1])
+        return web.Response(body=payloads[len(peers) - 1], content_type="application/json")
+
+    up = odd_upstream(handler)
+    proxy = proxy_factory(up.url)
+    host, port, path = _addr(proxy)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(20)
+        sock.connect((host, port))
+        sock.sendall(_post(path + "/chat/completions", BODY, "Connection: close\r\n"))
+        raw = b""
+        while True:
+            got = sock.recv(4096)
+            if not got:
+                break
+            raw += got
+            if len(raw) < (1 << 20):
+                import time
+
+                time.sleep(0.002)  # slow at first, long enough for the proxy's buffer to fill
+    assert raw.endswith(payloads[0]) and len(raw) > len(payloads[0])
+    resp = client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "zipped"
+    assert len(set(peers)) == 1, "the same upstream connection served both"
+    outs = [o["outcome"] for _, o in exchanges(tmp_path / "records", "r1")]
+    assert outs == ["completed", "completed"]
