@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from contagent.proxy.downstream import ClientConnection, error_body
-from contagent.proxy.recorder import outcome_record
+from contagent.proxy.recorder import outcome_record, verbatim
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.rules import completeness
 
@@ -202,7 +202,7 @@ class Exchange:
             else:
                 self._record("http_error", f"http status {self.status}", response_text=text)
             return
-        fields: dict[str, Any] = {"response": parsed}
+        fields: dict[str, Any] = {"response": verbatim(data, parsed)}
         if isinstance(parsed, dict):
             if isinstance(parsed.get("usage"), dict):
                 fields["usage"] = parsed["usage"]

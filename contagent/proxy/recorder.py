@@ -36,6 +36,18 @@ class RecordError(ContagentError):
     """The log could not be written; the exchange must not go upstream unrecorded."""
 
 
+def verbatim(raw: bytes, parsed: Any) -> Any:
+    """``parsed`` for a record, as the exact bytes it was parsed from when they fit on a line.
+
+    Saves serialising the body again (~12 µs per 32 KB of chat history) and keeps the
+    wire bytes. Only for bytes ``orjson`` parsed, so readers get ``parsed`` back; a raw
+    CR or LF can only be whitespace between JSON tokens, but would split the line.
+    """
+    if parsed is None or b"\n" in raw or b"\r" in raw:
+        return parsed
+    return orjson.Fragment(raw)
+
+
 def dump_line(record: dict[str, Any]) -> bytes:
     """One JSONL line. Non-JSON values (never expected) are stringified, not fatal."""
     return orjson.dumps(record, default=str, option=orjson.OPT_APPEND_NEWLINE)

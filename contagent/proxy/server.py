@@ -29,7 +29,7 @@ from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.proxy.downstream import ClientConnection, Request
 from contagent.proxy.exchange import HOP_BY_HOP, Exchange
-from contagent.proxy.recorder import Recorder, RecordError, request_record
+from contagent.proxy.recorder import Recorder, RecordError, request_record, verbatim
 from contagent.proxy.upstream import UpstreamPool
 from contagent.records import SAFE_HEADERS
 
@@ -300,7 +300,7 @@ class RecordingProxy:
                 rollout_id,
                 request_record(
                     index=index, rollout_id=rollout_id, time=received, method=req.method,
-                    path=path, headers=safe, body=parsed, body_text=body_text,
+                    path=path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                     body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
                     stream=stream, upstream_changes=changes,
                 ),

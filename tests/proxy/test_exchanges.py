@@ -284,3 +284,21 @@ def test_pinned_proxy_serves_only_its_rollout_and_clients(stub_factory, proxy_fa
     assert not (tmp_path / "records" / "theirs").exists()
     assert len(exchanges(tmp_path / "records", "mine")) == 1
     assert len(stub.requests) == 1
+
+
+def test_bodies_are_recorded_as_their_wire_bytes_on_one_line(stub_factory, proxy_factory, tmp_path):
+    """Compact JSON lands in the log byte for byte; pretty-printed JSON (raw newlines) parsed."""
+    stub = stub_factory([Reply(content="a"), Reply(content="b")])
+    proxy = proxy_factory(stub.url)
+    url = proxy.rollout_base_url("r1") + "/chat/completions"
+    compact = b'{"model":"m",  "messages":[{"role":"user","content":"q\\u00e9 \\"x\\"\\n"}]}'
+    pretty = json.dumps({"model": "m", "messages": MSGS}, indent=2).encode()
+    for body in (compact, pretty):
+        headers = {"content-type": "application/json"}
+        assert http("POST", url, content=body, headers=headers).status_code == 200
+    log = (tmp_path / "records" / "r1" / "exchanges.jsonl").read_bytes()
+    assert len(log.splitlines()) == 4, "one line per record, whatever the body's whitespace"
+    assert b'"body":' + compact + b',"body_text"' in log
+    (r0, o0), (r1, o1) = exchanges(tmp_path / "records", "r1")
+    assert r0["body"] == orjson.loads(compact) and r1["body"] == orjson.loads(pretty)
+    assert [o["response"]["choices"][0]["message"]["content"] for o in (o0, o1)] == ["a", "b"]
