@@ -103,6 +103,10 @@ class ClientConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse(400, "protocol upgrades are not supported")
+        except httptools.HttpParserCallbackError as exc:
+            if not self._refused:  # not the client's fault: a bug of ours, say so loudly
+                log.error("request handling failed", exc_info=exc.__context__ or exc)
+                self._refuse(500, "contagent proxy failed to handle the request", "proxy_error")
         except httptools.HttpParserError as exc:
             self._refuse(400, f"malformed HTTP request: {exc}")
 
@@ -175,14 +179,14 @@ class ClientConnection(asyncio.Protocol):
         self.chunked = request.http11
         self.handler.handle(self, request)
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _refuse(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         """Answer a request we cannot parse, then close: the stream is out of step."""
         self._refused = True
         self.queue.clear()
         if not self.busy:
             self.keep_alive = False
             self.respond(status, [(b"Content-Type", b"application/json")],
-                         error_body(status, message, "invalid_request_error"))  # fmt: skip
+                         error_body(status, message, kind))  # fmt: skip
         else:
             self.keep_alive = False
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import ssl
 import zlib
 from typing import Protocol, cast
@@ -24,6 +25,8 @@ from urllib.parse import urlsplit
 import httptools
 
 from contagent.errors import ContagentError
+
+log = logging.getLogger(__name__)
 
 #: idle keep-alive connections older than this are closed rather than reused, so a
 #: request is not sent down a connection the server is closing (uvicorn: 5 s)
@@ -104,6 +107,10 @@ class UpstreamConnection(asyncio.Protocol):
             return
         try:
             self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # a bug of ours: loud, and a fault
+            log.error("relaying the upstream response failed", exc_info=exc.__context__ or exc)
+            self._fail(f"contagent proxy failed relaying the response: {exc.__context__!r}", False)
+            return
         except httptools.HttpParserError as exc:
             self._fail(f"upstream sent malformed HTTP: {exc}", False)
             return

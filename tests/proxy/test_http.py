@@ -282,3 +282,42 @@ def test_slow_client_back_pressure_then_the_connection_is_reused(
     assert len(set(peers)) == 1, "the same upstream connection served both"
     outs = [o["outcome"] for _, o in exchanges(tmp_path / "records", "r1")]
     assert outs == ["completed", "completed"]
+
+
+def test_garbage_from_clients_never_breaks_the_proxy(stub_factory, proxy_factory, tmp_path, caplog):
+    """Any bytes on the agent side: a 400 or a plain close, no error in the proxy, and it
+    goes on serving (a property test of the request reader)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    stub = stub_factory(lambda req: Reply(content="still here"))
+    proxy = proxy_factory(stub.url)
+    host, port, path = _addr(proxy)
+    valid = _post(path + "/chat/completions", BODY)
+    garbage = st.one_of(
+        st.binary(min_size=1, max_size=300),
+        st.tuples(st.integers(1, len(valid) - 1), st.binary(min_size=1, max_size=20)).map(
+            lambda cut: valid[: cut[0]] + cut[1] + valid[cut[0] :]
+        ),
+    )
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(garbage)
+    def check(data: bytes) -> None:
+        with socket.create_connection((host, port), timeout=5) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            raw = b""
+            try:
+                while got := sock.recv(65536):
+                    raw += got
+            except (ConnectionResetError, TimeoutError):
+                pass
+        if raw:
+            assert raw.startswith(b"HTTP/1.1 "), raw[:80]
+
+    caplog.set_level("ERROR")
+    check()
+    resp = client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "still here"
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
