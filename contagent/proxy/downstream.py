@@ -78,6 +78,7 @@ class ClientConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.responder: Responder | None = None
         self.busy = False
+        self.last_active = -1.0
         self.closed = False
         self.keep_alive = True
         self.chunked = False
@@ -97,6 +98,7 @@ class ClientConnection(asyncio.Protocol):
         self.handler.track(self, True)
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = -1.0  # "recently": the idle sweep stamps the time itself
         if self._refused:
             return
         try:
@@ -243,6 +245,7 @@ class ClientConnection(asyncio.Protocol):
     def _finished(self) -> None:
         self.responder = None
         self.busy = False
+        self.last_active = -1.0
         if self.closed or self.transport is None:
             return
         if not self.keep_alive or self.handler.stopping:
@@ -253,3 +256,9 @@ class ClientConnection(asyncio.Protocol):
     def close_if_idle(self) -> None:
         if not self.busy and self.transport is not None:
             self.transport.close()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds without a request in flight or a byte received, as of the sweeps."""
+        if self.busy or self.last_active < 0:
+            self.last_active = now
+        return now - self.last_active

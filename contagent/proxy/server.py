@@ -50,6 +50,9 @@ _USAGE_ROUTES = ("/chat/completions", "/completions")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 #: a request body larger than this gets 413 (OpenHands' largest are a few MB)
 MAX_BODY = 256 * 1024 * 1024
+#: an agent connection idle this long (s) is closed, as servers do (aiohttp: 75 s); this
+#: frees what agents that died without closing their sockets leave behind
+IDLE_CLIENT_S = 75.0
 
 
 def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
@@ -139,6 +142,7 @@ class RecordingProxy:
         self._conns: set[ClientConnection] = set()
         self._inflight: set[Exchange] = set()
         self._drained: asyncio.Event | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
         self.stopping = False
 
     @property
@@ -176,6 +180,7 @@ class RecordingProxy:
         sockets = self._server.sockets
         if sockets:
             self.port = sockets[0].getsockname()[1]
+        self._sweeper = loop.call_later(IDLE_CLIENT_S / 2, self._sweep_idle)
         log.info(
             "recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir
         )
@@ -183,6 +188,8 @@ class RecordingProxy:
     async def stop(self) -> None:
         """Stop listening, let in-flight exchanges finish (up to ``stop_grace``), record the rest."""
         self.stopping = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self._conns):
@@ -210,6 +217,14 @@ class RecordingProxy:
             self._conns.add(conn)
         else:
             self._conns.discard(conn)
+
+    def _sweep_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for conn in list(self._conns):
+            if conn.idle_for(now) >= IDLE_CLIENT_S:
+                conn.close_if_idle()
+        self._sweeper = loop.call_later(IDLE_CLIENT_S / 2, self._sweep_idle)
 
     def _over(self, ex: Exchange) -> None:
         """``ex`` needs nothing more from upstream (it may still be writing to its client)."""

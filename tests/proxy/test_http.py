@@ -321,3 +321,20 @@ def test_garbage_from_clients_never_breaks_the_proxy(stub_factory, proxy_factory
     resp = client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert resp.choices[0].message.content == "still here"
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+def test_idle_agent_connections_are_closed(stub_factory, proxy_factory, monkeypatch):
+    monkeypatch.setattr("contagent.proxy.server.IDLE_CLIENT_S", 0.3)
+    stub = stub_factory([Reply(content="one")])
+    proxy = proxy_factory(stub.url)
+    host, port, path = _addr(proxy)
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(_post(path + "/chat/completions", BODY))
+        raw = b""
+        while b'"one"' not in raw:
+            raw += sock.recv(65536)
+        import time
+
+        t0 = time.monotonic()
+        assert sock.recv(100) == b"", "closed once idle"
+        assert 0.2 < time.monotonic() - t0 < 3
