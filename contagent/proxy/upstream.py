@@ -56,6 +56,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.sink: UpstreamSink | None = None
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_only = False
+        self.got_head = False
         self.until_close = False
         self.decoder: zlib._Decompress | None = None
         self.pending: list[bytes] = []
@@ -71,6 +72,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.sink = sink
         sink.upstream = self
         self.head_only = head_only
+        self.got_head = self.until_close = False
         self.last_read = self.loop.time()
         timeout = self.pool.read_timeout
         if timeout is not None:
@@ -134,7 +136,7 @@ class UpstreamConnection(asyncio.Protocol):
             self._finish(reuse=False)
             return
         why = f": {exc}" if exc is not None else ""
-        started = self.headers or self.until_close
+        started = self.got_head
         self._fail(
             f"upstream stream broke: connection lost{why}"
             if started
@@ -166,6 +168,7 @@ class UpstreamConnection(asyncio.Protocol):
                 self.decoder = zlib.decompressobj(wbits=47)
         no_body = self.head_only or status in (204, 304) or status < 200
         self.until_close = not framed and not no_body
+        self.got_head = True
         sink.on_head(status, self.headers)
         if no_body and self.sink is sink:
             self._finish(reuse=False)  # the parser would wait for a body that never comes
@@ -231,8 +234,9 @@ class UpstreamConnection(asyncio.Protocol):
             return
         due = self.last_read + timeout
         if self.loop.time() >= due:
-            started = bool(self.headers)
-            self._fail("upstream timed out mid-stream" if started else "upstream timed out", True)
+            self._fail(
+                "upstream timed out mid-stream" if self.got_head else "upstream timed out", True
+            )
         else:
             self.timer = self.loop.call_at(due, self._check_timeout)
 
