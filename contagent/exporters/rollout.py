@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contagent import rules
+from contagent import chat, rules
 from contagent.errors import ContagentError
 from contagent.exporters.summary import TokenUsage
 from contagent.layout import RolloutPaths
@@ -24,12 +24,12 @@ class RolloutExport:
     branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
+def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, chat.Scan], list[dict[str, Any]]]:
     """Classify each exchange (rule 1), repair and scan each request (rules 2, 4)."""
     views: list[rules.View] = []
-    scans: dict[int, rules.Scan] = {}
+    scans: dict[int, chat.Scan] = {}
     repairs: dict[Any, dict[str, Any]] = {}
-    prev: rules.Scan | None = None
+    prev: chat.Scan | None = None
     for index in raw.indices:
         req = raw.requests.get(index)
         out = raw.outcomes.get(index)
@@ -40,7 +40,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], li
         messages = body.get("messages") if isinstance(body, dict) else None
         history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         if isinstance(messages, list):
-            scan = prev = scans[index] = rules.scan_request(messages, prev)
+            scan = prev = scans[index] = chat.scan_request(messages, prev)
             for rep in scan.repairs:
                 repairs.setdefault(rep["tool_call_id"], {**rep, "first_exchange_index": index})
             history = (scan.ids, scan.texts)
@@ -55,7 +55,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], li
             else:
                 ok, _ = rules.completeness(out.get("status"), out.get("response"))
                 status = "completed" if ok else "incomplete"
-                message = rules.response_message(out.get("response"))
+                message = chat.response_message(out.get("response"))
                 if message is None:
                     status = "incomplete"
         views.append(rules.View(index, status, body, message, history))
@@ -138,7 +138,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
                 "extends": parent,
                 "messages": added,
                 "response": response,
-                "finish_reason": rules.finish_reason(raw.outcomes[index].get("response")),
+                "finish_reason": chat.finish_reason(raw.outcomes[index].get("response")),
                 "consumed": decision.consumed,
                 "truncated": decision.truncated,
                 "usage": usage,
@@ -151,12 +151,12 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     )
     names = {t["function"]["name"] for t in tools}
     for step in steps:
-        for call in rules.tool_calls(step["response"]):
-            if rules.call_name(call) not in names:
+        for call in chat.tool_calls(step["response"]):
+            if chat.call_name(call) not in names:
                 problems.append(
                     (
                         "unknown_tool",
-                        f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
+                        f"response {step['exchange_index']} calls {chat.call_name(call)!r}, "
                         "which is not among the request tools",
                     )
                 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from contagent import rules
+from contagent import chat, rules
 from contagent.rawlog import RawRollout
 from contagent.trajectory import request_messages
 
@@ -42,7 +42,7 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
     for part, counts in expect.items():
         if usage[part] != counts:
             problems.append(f"token_usage.{part} is {usage[part]}, the raw log says {counts}")
-    for field in rules.USAGE_FIELDS:
+    for field in chat.USAGE_FIELDS:
         if usage["selected"][field] + usage["excluded"][field] != usage["billed"][field]:
             problems.append(f"selected + excluded != billed for {field}")
     for entry in [*row["steps"], *row["excluded"]]:
@@ -52,10 +52,10 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
 
 
 def _sum(usages: Any) -> dict[str, int]:
-    total = dict.fromkeys(rules.USAGE_FIELDS, 0)
+    total = dict.fromkeys(chat.USAGE_FIELDS, 0)
     for usage in usages:
         if usage:
-            for field in rules.USAGE_FIELDS:
+            for field in chat.USAGE_FIELDS:
                 total[field] += usage[field]
     return total
 
@@ -74,7 +74,7 @@ def _status(raw: RawRollout, index: int) -> tuple[str, Any, dict[str, Any] | Non
     if status in ("completed", "incomplete"):
         if not isinstance(messages, list):
             return "unsupported_route", None, None
-        message = rules.response_message(out.get("response"))
+        message = chat.response_message(out.get("response"))
         ok = rules.completeness(out.get("status"), out.get("response"))[0]
         status = "completed" if ok and message is not None else "incomplete"
     return status, messages, message
@@ -145,7 +145,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
                 problems.append(f"{where}: cut response not marked truncated")
         elif step["truncated"]:
             problems.append(f"{where}: marked truncated but its response is complete")
-        if full[i] != rules.merge_tool_fragments(messages)[0]:
+        if full[i] != chat.merge_tool_fragments(messages)[0]:
             problems.append(f"{where}: messages differ from the raw request")
         if step["response"] != rules.apply_reasoning_policy(message, drop):
             problems.append(f"{where}: response differs from the raw response")
@@ -168,7 +168,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             if other == body:
                 problems.append(f"{where}: same request as step {j}; a retry was kept twice")
         bodies_seen.append((i, body))
-        not_ready_causes.extend(f"{where}: {p}" for p in rules.tool_protocol_problems(full[i]))
+        not_ready_causes.extend(f"{where}: {p}" for p in chat.tool_protocol_problems(full[i]))
         if rules.bad_tool_arguments(message):
             not_ready_causes.append(f"{where}: tool call arguments are not JSON")
 
@@ -196,10 +196,10 @@ def _tool_problems(row: dict[str, Any], raw: RawRollout, causes: list[str]) -> l
     problems = [] if row["tools"] == union else ["tools are not the union of the steps' tools"]
     names = {t["function"]["name"] for t in row["tools"] if isinstance(t.get("function"), dict)}
     for step in row["steps"]:
-        for call in rules.tool_calls(step["response"]):
-            if rules.call_name(call) not in names:
+        for call in chat.tool_calls(step["response"]):
+            if chat.call_name(call) not in names:
                 causes.append(
-                    f"step {step['exchange_index']} calls unknown tool {rules.call_name(call)!r}"
+                    f"step {step['exchange_index']} calls unknown tool {chat.call_name(call)!r}"
                 )
     return problems
 
@@ -222,7 +222,7 @@ def _later_keys(raw: RawRollout, info: dict[int, Any]) -> dict[int, tuple[set[st
         keys[i] = (set(ids), set(texts))
         messages = info[i][1]
         if isinstance(messages, list):
-            more_ids, more_texts = rules.history_keys(rules.merge_tool_fragments(messages)[0])
+            more_ids, more_texts = chat.history_keys(chat.merge_tool_fragments(messages)[0])
             ids |= more_ids
             texts |= more_texts
     return keys
