@@ -11,6 +11,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contagent import rules
 from contagent.exporters.export import ExportOptions, export
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
 from contagent.validate.check import validate
@@ -229,15 +230,14 @@ MESSAGE = st.one_of(
 @given(st.lists(st.tuples(st.lists(MESSAGE, max_size=4), st.booleans()), max_size=6))
 def test_incremental_scan_equals_scan_from_scratch(growth: list) -> None:
     """The exporter's incremental scan gives exactly what a scan from scratch gives."""
-    from contagent import chat
 
     history: list[dict] = [{"role": "system", "content": "s"}]
     prev = None
     for added, rewrite in growth:
         history = ([history[0]] if rewrite else history) + added
         messages = orjson.loads(orjson.dumps(history))  # fresh objects, as parsed from the log
-        inc = chat.scan_request(messages, prev)
-        full = chat.scan_request(messages, None)
+        inc = rules.scan_request(messages, prev)
+        full = rules.scan_request(messages, None)
         assert (inc.repaired, inc.repairs, inc.ids, inc.texts, inc.pending, inc.problems) == (
             full.repaired,
             full.repairs,

@@ -24,12 +24,12 @@ class RolloutExport:
     branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, chat.Scan], list[dict[str, Any]]]:
+def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
     """Classify each exchange (rule 1), repair and scan each request (rules 2, 4)."""
     views: list[rules.View] = []
-    scans: dict[int, chat.Scan] = {}
+    scans: dict[int, rules.Scan] = {}
     repairs: dict[Any, dict[str, Any]] = {}
-    prev: chat.Scan | None = None
+    prev: rules.Scan | None = None
     for index in raw.indices:
         req = raw.requests.get(index)
         out = raw.outcomes.get(index)
@@ -40,7 +40,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, chat.Scan], lis
         messages = body.get("messages") if isinstance(body, dict) else None
         history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         if isinstance(messages, list):
-            scan = prev = scans[index] = chat.scan_request(messages, prev)
+            scan = prev = scans[index] = rules.scan_request(messages, prev)
             for rep in scan.repairs:
                 repairs.setdefault(rep["tool_call_id"], {**rep, "first_exchange_index": index})
             history = (scan.ids, scan.texts)

@@ -145,7 +145,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
                 problems.append(f"{where}: cut response not marked truncated")
         elif step["truncated"]:
             problems.append(f"{where}: marked truncated but its response is complete")
-        if full[i] != chat.merge_tool_fragments(messages)[0]:
+        if full[i] != rules.merge_tool_fragments(messages)[0]:
             problems.append(f"{where}: messages differ from the raw request")
         if step["response"] != rules.apply_reasoning_policy(message, drop):
             problems.append(f"{where}: response differs from the raw response")
@@ -168,7 +168,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             if other == body:
                 problems.append(f"{where}: same request as step {j}; a retry was kept twice")
         bodies_seen.append((i, body))
-        not_ready_causes.extend(f"{where}: {p}" for p in chat.tool_protocol_problems(full[i]))
+        not_ready_causes.extend(f"{where}: {p}" for p in rules.tool_protocol_problems(full[i]))
         if rules.bad_tool_arguments(message):
             not_ready_causes.append(f"{where}: tool call arguments are not JSON")
 
@@ -222,7 +222,7 @@ def _later_keys(raw: RawRollout, info: dict[int, Any]) -> dict[int, tuple[set[st
         keys[i] = (set(ids), set(texts))
         messages = info[i][1]
         if isinstance(messages, list):
-            more_ids, more_texts = chat.history_keys(chat.merge_tool_fragments(messages)[0])
+            more_ids, more_texts = rules.history_keys(rules.merge_tool_fragments(messages)[0])
             ids |= more_ids
             texts |= more_texts
     return keys
