@@ -5,7 +5,7 @@ Usage::
     python benchmarks/proxy_bench.py [--quick] [--litellm PATH_TO_litellm_EXECUTABLE]
 
 Everything runs on loopback, in separate processes so that each one's cost is
-visible: the scripted upstream (``contagent.testing.llm_stub --fast``), the
+visible: the scripted upstream (``python -m contagent.testing.llm_stub``), the
 proxy (``contagent proxy``), two minimal pass-throughs for reference (on
 aiohttp, as in the issue, and on the proxy's own HTTP stack: the gap to the
 latter is the price of the record), optionally the LiteLLM proxy, and this

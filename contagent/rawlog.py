@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
+from contagent.chat import usage_counts
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES
-from contagent.rules import usage_counts
 
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")

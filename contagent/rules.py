@@ -2,7 +2,8 @@
 
 The exporter uses them to build rows and the validator uses them to check
 rows; the proxy uses :func:`completeness` to label outcomes. Keep every rule
-here so that the three can never disagree.
+here, so that the three can never disagree; :mod:`contagent.chat` only reads
+fields out of messages and responses.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import orjson
+
+from contagent.chat import call_name, message_text, tool_calls
 
 #: finish reasons that mean the model ended its turn on its own.
 COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
@@ -87,80 +90,6 @@ ExcludedReason = Literal[
 ]
 EXCLUDED_REASONS: tuple[str, ...] = get_args(ExcludedReason)
 
-USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
-def message_text(content: Any) -> str:
-    """The text of a message ``content``: a string, or a list of ``{type: text}`` parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
-    return str(content)
-
-
-def response_message(response: Any) -> dict[str, Any] | None:
-    """The assistant message of a chat completion (first choice), or None."""
-    if not isinstance(response, dict):
-        return None
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        message = choices[0].get("message")
-        if isinstance(message, dict):
-            return message
-    return None
-
-
-def finish_reason(response: Any) -> str | None:
-    if isinstance(response, dict):
-        choices = response.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            reason = choices[0].get("finish_reason")
-            return reason if isinstance(reason, str) else None
-    return None
-
-
-def usage_counts(usage: Any) -> dict[str, int] | None:
-    """Normalise chat (prompt/completion) or Responses (input/output) usage; None if absent."""
-    if not isinstance(usage, dict):
-        return None
-    prompt: Any = usage.get("prompt_tokens", usage.get("input_tokens"))
-    completion: Any = usage.get("completion_tokens", usage.get("output_tokens"))
-    total: Any = usage.get("total_tokens")
-    if not (_is_count(prompt) and _is_count(completion)):
-        return None
-    p, c = int(prompt), int(completion)
-    return {
-        "prompt_tokens": p,
-        "completion_tokens": c,
-        "total_tokens": total if _is_count(total) else p + c,
-    }
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
-    calls = message.get("tool_calls")
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-
-
-def call_name(call: dict[str, Any]) -> str | None:
-    function = call.get("function")
-    name = function.get("name") if isinstance(function, dict) else None
-    return name if isinstance(name, str) else None
-
 
 def consumption_key(message: dict[str, Any]) -> tuple[str, Any]:
     """Rule 2: what a later request must carry for ``message`` to count as consumed.
@@ -174,12 +103,6 @@ def consumption_key(message: dict[str, Any]) -> tuple[str, Any]:
     return ("text", message_text(message.get("content")))
 
 
-def history_keys(messages: list[Any]) -> tuple[set[str], set[str]]:
-    """Tool-call ids and canonical texts of the assistant messages in a request's history."""
-    ids, texts, _ = _scan(messages, 0, set())
-    return ids, texts
-
-
 def carries(key: tuple[str, Any], ids: set[str], texts: set[str]) -> bool:
     kind, value = key
     if kind == "calls":
@@ -191,45 +114,6 @@ def is_safe(message: dict[str, Any]) -> bool:
     """Rule 3: plain text, or a call of a terminal tool such as ``finish``."""
     calls = tool_calls(message)
     return not calls or all(call_name(c) in TERMINAL_TOOLS for c in calls)
-
-
-def merge_tool_fragments(messages: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    """Rule 4: merge adjacent ``role: tool`` messages that share a ``tool_call_id``.
-
-    Returns the repaired list (the input when nothing changed) and one repair
-    record per merged run: ``{"tool_call_id", "fragments"}``.
-    """
-    repairs: list[dict[str, Any]] = []
-    out: list[Any] | None = None
-    i, n = 0, len(messages)
-    while i < n:
-        msg = messages[i]
-        j = i + 1
-        if isinstance(msg, dict) and msg.get("role") == "tool":
-            tcid = msg.get("tool_call_id")
-            while (
-                j < n
-                and isinstance(messages[j], dict)
-                and messages[j].get("role") == "tool"
-                and messages[j].get("tool_call_id") == tcid
-            ):
-                j += 1
-        if j - i > 1:
-            if out is None:
-                out = list(messages[:i])
-            merged = dict(msg)
-            merged["content"] = "\n".join(message_text(m.get("content")) for m in messages[i:j])
-            out.append(merged)
-            repairs.append({"tool_call_id": msg.get("tool_call_id"), "fragments": j - i})
-        elif out is not None:
-            out.append(msg)
-        i = j
-    return (messages if out is None else out), repairs
-
-
-def tool_protocol_problems(messages: list[Any]) -> list[str]:
-    """Tool calls only on assistant messages; each tool message answers a pending call."""
-    return _scan(messages, 0, set())[2]
 
 
 def bad_tool_arguments(message: dict[str, Any]) -> list[str]:
@@ -440,6 +324,56 @@ def rollout_truncation(
     if cut_last_step is not None:
         return True, f"last step {cut_last_step} was cut"
     return False, None
+
+
+# ---------------------------------------------------------------------------
+# One request's history (rule 4, the request half of rule 2, the tool protocol)
+# ---------------------------------------------------------------------------
+
+
+def merge_tool_fragments(messages: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Rule 4: merge adjacent ``role: tool`` messages that share a ``tool_call_id``.
+
+    Returns the repaired list (the input when nothing changed) and one repair
+    record per merged run: ``{"tool_call_id", "fragments"}``.
+    """
+    repairs: list[dict[str, Any]] = []
+    out: list[Any] | None = None
+    i, n = 0, len(messages)
+    while i < n:
+        msg = messages[i]
+        j = i + 1
+        if isinstance(msg, dict) and msg.get("role") == "tool":
+            tcid = msg.get("tool_call_id")
+            while (
+                j < n
+                and isinstance(messages[j], dict)
+                and messages[j].get("role") == "tool"
+                and messages[j].get("tool_call_id") == tcid
+            ):
+                j += 1
+        if j - i > 1:
+            if out is None:
+                out = list(messages[:i])
+            merged = dict(msg)
+            merged["content"] = "\n".join(message_text(m.get("content")) for m in messages[i:j])
+            out.append(merged)
+            repairs.append({"tool_call_id": msg.get("tool_call_id"), "fragments": j - i})
+        elif out is not None:
+            out.append(msg)
+        i = j
+    return (messages if out is None else out), repairs
+
+
+def history_keys(messages: list[Any]) -> tuple[set[str], set[str]]:
+    """Tool-call ids and canonical texts of the assistant messages in a request's history."""
+    ids, texts, _ = _scan(messages, 0, set())
+    return ids, texts
+
+
+def tool_protocol_problems(messages: list[Any]) -> list[str]:
+    """Tool calls only on assistant messages; each tool message answers a pending call."""
+    return _scan(messages, 0, set())[2]
 
 
 # ---------------------------------------------------------------------------

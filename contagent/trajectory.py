@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from contagent.rules import apply_reasoning_policy, message_text, tool_calls
+from contagent.chat import message_text, tool_calls
+from contagent.rules import apply_reasoning_policy
 
 
 def request_messages(steps: list[dict[str, Any]]) -> dict[int, list[Any]]:

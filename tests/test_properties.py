@@ -11,6 +11,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contagent import rules
 from contagent.exporters.export import ExportOptions, export
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
 from contagent.validate.check import validate
@@ -229,7 +230,6 @@ MESSAGE = st.one_of(
 @given(st.lists(st.tuples(st.lists(MESSAGE, max_size=4), st.booleans()), max_size=6))
 def test_incremental_scan_equals_scan_from_scratch(growth: list) -> None:
     """The exporter's incremental scan gives exactly what a scan from scratch gives."""
-    from contagent import rules
 
     history: list[dict] = [{"role": "system", "content": "s"}]
     prev = None

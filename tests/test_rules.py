@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from contagent import rules
+from contagent.chat import USAGE_FIELDS
 from contagent.exporters.rollout import build_row
+from contagent.rules import history_keys, merge_tool_fragments, tool_protocol_problems
 from contagent.testing.rollouts import RolloutBuilder, assistant, call, parts
 
 
@@ -44,17 +46,17 @@ def test_rule1_responses_api_status_and_echoed_truncation_setting() -> None:
 # -- rule 2 ---------------------------------------------------------------------------
 def test_rule2_tool_calls_match_by_exact_id_never_substring() -> None:
     key = rules.consumption_key(assistant(None, call("call_1", "terminal", command="ls")))
-    ids, texts = rules.history_keys([assistant(None, call("call_10", "terminal", command="ls"))])
+    ids, texts = history_keys([assistant(None, call("call_10", "terminal", command="ls"))])
     assert not rules.carries(key, ids, texts)
-    ids, texts = rules.history_keys([assistant(None, call("call_1", "terminal", command="ls"))])
+    ids, texts = history_keys([assistant(None, call("call_1", "terminal", command="ls"))])
     assert rules.carries(key, ids, texts)
 
 
 def test_rule2_text_answers_match_by_canonical_text() -> None:
     key = rules.consumption_key({"role": "assistant", "content": "Done."})
-    ids, texts = rules.history_keys([{"role": "assistant", "content": parts("Done.")}])
+    ids, texts = history_keys([{"role": "assistant", "content": parts("Done.")}])
     assert rules.carries(key, ids, texts)
-    ids, texts = rules.history_keys([{"role": "assistant", "content": parts("Done!")}])
+    ids, texts = history_keys([{"role": "assistant", "content": parts("Done!")}])
     assert not rules.carries(key, ids, texts)
 
 
@@ -117,10 +119,10 @@ def test_rule4_merges_adjacent_fragments_with_newline() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": parts("b")},
         {"role": "tool", "tool_call_id": "c1", "content": "c"},
     ]
-    fixed, repairs = rules.merge_tool_fragments(msgs)
+    fixed, repairs = merge_tool_fragments(msgs)
     assert len(fixed) == 2 and fixed[1]["content"] == "a\nb\nc"
     assert repairs == [{"tool_call_id": "c1", "fragments": 3}]
-    assert rules.merge_tool_fragments(fixed) == (fixed, [])
+    assert merge_tool_fragments(fixed) == (fixed, [])
 
 
 def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
@@ -130,9 +132,9 @@ def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
         {"role": "user", "content": "x"},
         {"role": "tool", "tool_call_id": "c1", "content": "again"},
     ]
-    fixed, repairs = rules.merge_tool_fragments(msgs)
+    fixed, repairs = merge_tool_fragments(msgs)
     assert fixed is msgs and not repairs
-    assert rules.tool_protocol_problems(fixed) == ["tool message 3 answers no pending call ('c1')"]
+    assert tool_protocol_problems(fixed) == ["tool message 3 answers no pending call ('c1')"]
 
 
 # -- rule 5 ---------------------------------------------------------------------------
@@ -198,7 +200,7 @@ def test_rule8_token_identity(samples: Path) -> None:
 
     for paths in find_rollouts([samples]):
         usage = build_row(paths).row["token_usage"]
-        for field in rules.USAGE_FIELDS:
+        for field in USAGE_FIELDS:
             assert usage["selected"][field] + usage["excluded"][field] == usage["billed"][field]
 
 
@@ -258,4 +260,4 @@ def test_calls_to_unknown_tools_or_with_bad_arguments_are_not_training_ready(
 
 def test_tool_calls_on_a_user_message_break_the_protocol() -> None:
     msgs = [{"role": "user", "content": "x", "tool_calls": [{"id": "c1"}]}]
-    assert rules.tool_protocol_problems(msgs) == ["message 0 (user) carries tool_calls"]
+    assert tool_protocol_problems(msgs) == ["message 0 (user) carries tool_calls"]

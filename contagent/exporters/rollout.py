@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contagent import rules
+from contagent import chat, rules
 from contagent.errors import ContagentError
 from contagent.exporters.summary import TokenUsage
 from contagent.layout import RolloutPaths
@@ -55,7 +55,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], li
             else:
                 ok, _ = rules.completeness(out.get("status"), out.get("response"))
                 status = "completed" if ok else "incomplete"
-                message = rules.response_message(out.get("response"))
+                message = chat.response_message(out.get("response"))
                 if message is None:
                     status = "incomplete"
         views.append(rules.View(index, status, body, message, history))
@@ -138,7 +138,7 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
                 "extends": parent,
                 "messages": added,
                 "response": response,
-                "finish_reason": rules.finish_reason(raw.outcomes[index].get("response")),
+                "finish_reason": chat.finish_reason(raw.outcomes[index].get("response")),
                 "consumed": decision.consumed,
                 "truncated": decision.truncated,
                 "usage": usage,
@@ -151,12 +151,12 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
     )
     names = {t["function"]["name"] for t in tools}
     for step in steps:
-        for call in rules.tool_calls(step["response"]):
-            if rules.call_name(call) not in names:
+        for call in chat.tool_calls(step["response"]):
+            if chat.call_name(call) not in names:
                 problems.append(
                     (
                         "unknown_tool",
-                        f"response {step['exchange_index']} calls {rules.call_name(call)!r}, "
+                        f"response {step['exchange_index']} calls {chat.call_name(call)!r}, "
                         "which is not among the request tools",
                     )
                 )

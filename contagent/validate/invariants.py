@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from contagent import rules
+from contagent import chat, rules
 from contagent.rawlog import RawRollout
 from contagent.trajectory import request_messages
 
@@ -42,7 +42,7 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
     for part, counts in expect.items():
         if usage[part] != counts:
             problems.append(f"token_usage.{part} is {usage[part]}, the raw log says {counts}")
-    for field in rules.USAGE_FIELDS:
+    for field in chat.USAGE_FIELDS:
         if usage["selected"][field] + usage["excluded"][field] != usage["billed"][field]:
             problems.append(f"selected + excluded != billed for {field}")
     for entry in [*row["steps"], *row["excluded"]]:
@@ -52,10 +52,10 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
 
 
 def _sum(usages: Any) -> dict[str, int]:
-    total = dict.fromkeys(rules.USAGE_FIELDS, 0)
+    total = dict.fromkeys(chat.USAGE_FIELDS, 0)
     for usage in usages:
         if usage:
-            for field in rules.USAGE_FIELDS:
+            for field in chat.USAGE_FIELDS:
                 total[field] += usage[field]
     return total
 
@@ -74,7 +74,7 @@ def _status(raw: RawRollout, index: int) -> tuple[str, Any, dict[str, Any] | Non
     if status in ("completed", "incomplete"):
         if not isinstance(messages, list):
             return "unsupported_route", None, None
-        message = rules.response_message(out.get("response"))
+        message = chat.response_message(out.get("response"))
         ok = rules.completeness(out.get("status"), out.get("response"))[0]
         status = "completed" if ok and message is not None else "incomplete"
     return status, messages, message
@@ -196,10 +196,10 @@ def _tool_problems(row: dict[str, Any], raw: RawRollout, causes: list[str]) -> l
     problems = [] if row["tools"] == union else ["tools are not the union of the steps' tools"]
     names = {t["function"]["name"] for t in row["tools"] if isinstance(t.get("function"), dict)}
     for step in row["steps"]:
-        for call in rules.tool_calls(step["response"]):
-            if rules.call_name(call) not in names:
+        for call in chat.tool_calls(step["response"]):
+            if chat.call_name(call) not in names:
                 causes.append(
-                    f"step {step['exchange_index']} calls unknown tool {rules.call_name(call)!r}"
+                    f"step {step['exchange_index']} calls unknown tool {chat.call_name(call)!r}"
                 )
     return problems
 
