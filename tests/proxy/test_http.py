@@ -7,6 +7,7 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
+import openai
 import orjson
 import pytest
 from aiohttp import web
@@ -126,20 +127,22 @@ def test_http10_stream_ends_with_the_connection(stub_factory, proxy_factory, tmp
 class _Upstream:
     """A hand-made upstream for what the scripted LLM does not do: gzip, Connection: close."""
 
-    def __init__(self, handler) -> None:
+    def __init__(self, handler, ssl_context=None, **server_kw) -> None:
         self.thread = LoopThread("odd-upstream")
-        self.port = self.thread.call(self._start(handler))
+        self.scheme = "https" if ssl_context is not None else "http"
+        self.port = self.thread.call(self._start(handler, ssl_context, server_kw))
 
-    async def _start(self, handler) -> int:
-        self.runner = web.ServerRunner(web.Server(handler))
+    async def _start(self, handler, ssl_context, server_kw) -> int:
+        self.runner = web.ServerRunner(web.Server(handler, **server_kw))
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=ssl_context)
         await site.start()
         return self.runner.addresses[0][1]
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        host = "localhost" if self.scheme == "https" else "127.0.0.1"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def stop(self) -> None:
         self.thread.call(self.runner.cleanup())
@@ -158,8 +161,8 @@ COMPLETION = {
 def odd_upstream():
     started: list[_Upstream] = []
 
-    def make(handler) -> _Upstream:
-        up = _Upstream(handler)
+    def make(handler, ssl_context=None, **server_kw) -> _Upstream:
+        up = _Upstream(handler, ssl_context, **server_kw)
         started.append(up)
         return up
 
@@ -338,3 +341,51 @@ def test_idle_agent_connections_are_closed(stub_factory, proxy_factory, monkeypa
         t0 = time.monotonic()
         assert sock.recv(100) == b"", "closed once idle"
         assert 0.2 < time.monotonic() - t0 < 3
+
+
+async def _completion(request: web.BaseRequest) -> web.Response:
+    await request.read()
+    return web.Response(body=orjson.dumps(COMPLETION), content_type="application/json")
+
+
+def test_https_upstream_is_verified(odd_upstream, proxy_factory, tmp_path, monkeypatch):
+    """TLS to the model server: a certificate from a trusted CA works, any other is a 502."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_ctx)
+    up = odd_upstream(_completion, ssl_context=server_ctx)
+    untrusted = proxy_factory(up.url, record_dir=tmp_path / "untrusted")
+    with pytest.raises(openai.InternalServerError) as err:
+        client(untrusted).chat.completions.create(model="m", messages=MSGS)
+    assert err.value.status_code == 502
+    [(_, out)] = exchanges(tmp_path / "untrusted", "r1")
+    assert out["outcome"] == "upstream_error" and "CERTIFICATE_VERIFY_FAILED" in out["error"]
+
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # read when the proxy starts
+    trusted = proxy_factory(up.url, record_dir=tmp_path / "trusted")
+    resp = client(trusted).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "zipped"
+    [(_, out)] = exchanges(tmp_path / "trusted", "r1")
+    assert out["outcome"] == "completed"
+
+
+def test_connections_the_upstream_closed_while_idle_are_not_used(
+    odd_upstream, proxy_factory, tmp_path
+):
+    """The server drops idle keep-alive connections (vLLM after 5 s; here 0.1 s): the next
+    request opens a new one instead of failing on the dead one."""
+    import time
+
+    up = odd_upstream(_completion, keepalive_timeout=0.1)
+    proxy = proxy_factory(up.url)
+    for _ in range(3):
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+        time.sleep(0.3)
+    outs = [o["outcome"] for _, o in exchanges(tmp_path / "records", "r1")]
+    assert outs == ["completed"] * 3
