@@ -111,3 +111,33 @@ def http(method: str, url: str, *, json: Any = None, content: bytes | None = Non
         return Resp(r.status, r.read())
     finally:
         conn.close()
+
+
+def raw_address(proxy: RunningProxy, rollout_id: str = "r1") -> tuple[str, int, str]:
+    """Host, port and ``/r/<id>/v1`` path, for tests that speak HTTP over a bare socket."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(proxy.rollout_base_url(rollout_id))
+    assert url.hostname is not None and url.port is not None
+    return url.hostname, url.port, url.path
+
+
+def raw_post(path: str, body: bytes, extra: str = "", version: str = "1.1") -> bytes:
+    """The bytes of a JSON POST; ``extra`` holds more header lines, each ending in CRLF."""
+    return (
+        f"POST {path} HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n{extra}\r\n"
+    ).encode() + body
+
+
+def dechunk(rest: bytes) -> bytes:
+    """The payload of a chunked HTTP body."""
+    data = b""
+    while rest:
+        size, _, rest = rest.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        data += rest[:n]
+        rest = rest[n + 2 :]
+    return data

@@ -8,7 +8,16 @@ import json
 import orjson
 
 from contagent.testing.llm_stub import Error, Events, Raw, Reply, ToolCall
-from tests.proxy.conftest import CLIENT_KEY, UPSTREAM_KEY, client, exchanges, http
+from tests.proxy.conftest import (
+    CLIENT_KEY,
+    UPSTREAM_KEY,
+    client,
+    dechunk,
+    exchanges,
+    http,
+    raw_address,
+    raw_post,
+)
 
 MSGS = [{"role": "user", "content": [{"type": "text", "text": "fix the bug"}]}]
 TOOLS = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
@@ -223,7 +232,6 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
     """A whole stream arriving in one read (``[DONE]`` also inside a token): the client
     sees ``[DONE]`` only once the outcome is on disk, and gets every byte."""
     import socket
-    from urllib.parse import urlsplit
 
     events = [
         b'data: {"id":"b","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}\n\n',
@@ -232,15 +240,11 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
     stream = b"".join(events) + b"data: [DONE]\n\n"
     stub = stub_factory([Raw(stream, content_type="text/event-stream")])
     proxy = proxy_factory(stub.url)
-    url = urlsplit(proxy.rollout_base_url("r1"))
+    host, port, path = raw_address(proxy)
     body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
     log = tmp_path / "records" / "r1" / "exchanges.jsonl"
-    with socket.create_connection((url.hostname, url.port), timeout=20) as sock:
-        sock.sendall(
-            f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-            + body
-        )
+    with socket.create_connection((host, port), timeout=20) as sock:
+        sock.sendall(raw_post(path + "/chat/completions", body, "Connection: close\r\n"))
         raw = b""
         while b"0\r\n\r\n" not in raw.partition(b"[DONE]")[2] or not raw.endswith(b"0\r\n\r\n"):
             got = sock.recv(65536)
@@ -253,16 +257,8 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
                 )
             raw += got
     head, _, rest = raw.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200")
-    data = b""
-    while rest:  # chunked transfer encoding
-        size, _, rest = rest.partition(b"\r\n")
-        n = int(size, 16)
-        if n == 0:
-            break
-        data += rest[:n]
-        rest = rest[n + 2 :]
-    assert data == stream
+    assert head.startswith(b"HTTP/1.1 200") and b"chunked" in head.lower()
+    assert dechunk(rest) == stream
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "completed"
     assert out["response"]["choices"][0]["message"]["content"] == "hi [DONE] there"

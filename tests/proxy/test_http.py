@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-from urllib.parse import urlsplit
 
 import openai
 import orjson
@@ -14,21 +13,15 @@ from aiohttp import web
 
 from contagent._loopthread import LoopThread
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import client, exchanges, http
+from tests.proxy.conftest import client, exchanges, http, raw_address, raw_post
 
 MSGS = [{"role": "user", "content": "hi"}]
 BODY = orjson.dumps({"model": "m", "messages": MSGS})
 
 
-def _addr(proxy) -> tuple[str, int, str]:
-    url = urlsplit(proxy.rollout_base_url("r1"))
-    assert url.hostname is not None and url.port is not None
-    return url.hostname, url.port, url.path
-
-
 def _exchange_raw(proxy, payload: bytes, until: bytes = b"", timeout: float = 10) -> bytes:
     """Send raw bytes, read until the peer closes (or ``until`` shows up)."""
-    host, port, _ = _addr(proxy)
+    host, port, _ = raw_address(proxy)
     out = b""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(payload)
@@ -40,31 +33,12 @@ def _exchange_raw(proxy, payload: bytes, until: bytes = b"", timeout: float = 10
     return out
 
 
-def _post(path: str, body: bytes, extra: str = "", version: str = "1.1") -> bytes:
-    return (
-        f"POST {path} HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n{extra}\r\n"
-    ).encode() + body
-
-
-def _dechunk(rest: bytes) -> bytes:
-    data = b""
-    while rest:
-        size, _, rest = rest.partition(b"\r\n")
-        n = int(size, 16)
-        if n == 0:
-            break
-        data += rest[:n]
-        rest = rest[n + 2 :]
-    return data
-
-
 def test_pipelined_requests_are_answered_in_order(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply(content="first", delay=0.2), Reply(content="second")])
     proxy = proxy_factory(stub.url)
-    path = _addr(proxy)[2] + "/chat/completions"
+    path = raw_address(proxy)[2] + "/chat/completions"
     raw = _exchange_raw(
-        proxy, _post(path, BODY) + _post(path, BODY, "Connection: close\r\n"), timeout=20
+        proxy, raw_post(path, BODY) + raw_post(path, BODY, "Connection: close\r\n"), timeout=20
     )
     assert raw.count(b"HTTP/1.1 200 OK") == 2
     assert raw.index(b'"first"') < raw.index(b'"second"')
@@ -96,9 +70,9 @@ def test_body_over_the_limit_gets_413(stub_factory, proxy_factory, tmp_path, mon
 def test_expect_100_continue_is_honoured(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply(content="after continue")])
     proxy = proxy_factory(stub.url)
-    host, port, path = _addr(proxy)
+    host, port, path = raw_address(proxy)
     with socket.create_connection((host, port), timeout=10) as sock:
-        head = _post(path + "/chat/completions", b"", "Expect: 100-continue\r\n")
+        head = raw_post(path + "/chat/completions", b"", "Expect: 100-continue\r\n")
         sock.sendall(head.replace(b"Content-Length: 0", b"Content-Length: %d" % len(BODY)))
         assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(BODY)
@@ -116,7 +90,9 @@ def test_http10_stream_ends_with_the_connection(stub_factory, proxy_factory, tmp
     stub = stub_factory([Reply(content="a b c", chunks=3)])
     proxy = proxy_factory(stub.url)
     body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
-    raw = _exchange_raw(proxy, _post(_addr(proxy)[2] + "/chat/completions", body, version="1.0"))
+    raw = _exchange_raw(
+        proxy, raw_post(raw_address(proxy)[2] + "/chat/completions", body, version="1.0")
+    )
     head, _, data = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"chunked" not in head.lower()
     assert data.startswith(b"data: {") and data.endswith(b"data: [DONE]\n\n")
@@ -263,12 +239,12 @@ def test_slow_client_back_pressure_then_the_connection_is_reused(
 
     up = odd_upstream(handler)
     proxy = proxy_factory(up.url)
-    host, port, path = _addr(proxy)
+    host, port, path = raw_address(proxy)
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.settimeout(20)
         sock.connect((host, port))
-        sock.sendall(_post(path + "/chat/completions", BODY, "Connection: close\r\n"))
+        sock.sendall(raw_post(path + "/chat/completions", BODY, "Connection: close\r\n"))
         raw = b""
         while True:
             got = sock.recv(4096)
@@ -295,8 +271,8 @@ def test_garbage_from_clients_never_breaks_the_proxy(stub_factory, proxy_factory
 
     stub = stub_factory(lambda req: Reply(content="still here"))
     proxy = proxy_factory(stub.url)
-    host, port, path = _addr(proxy)
-    valid = _post(path + "/chat/completions", BODY)
+    host, port, path = raw_address(proxy)
+    valid = raw_post(path + "/chat/completions", BODY)
     garbage = st.one_of(
         st.binary(min_size=1, max_size=300),
         st.tuples(st.integers(1, len(valid) - 1), st.binary(min_size=1, max_size=20)).map(
@@ -330,9 +306,9 @@ def test_idle_agent_connections_are_closed(stub_factory, proxy_factory, monkeypa
     monkeypatch.setattr("contagent.proxy.server.IDLE_CLIENT_S", 0.3)
     stub = stub_factory([Reply(content="one")])
     proxy = proxy_factory(stub.url)
-    host, port, path = _addr(proxy)
+    host, port, path = raw_address(proxy)
     with socket.create_connection((host, port), timeout=5) as sock:
-        sock.sendall(_post(path + "/chat/completions", BODY))
+        sock.sendall(raw_post(path + "/chat/completions", BODY))
         raw = b""
         while b'"one"' not in raw:
             raw += sock.recv(65536)
