@@ -53,6 +53,14 @@ def client(proxy: RunningProxy, rollout_id: str = "r1", **kw: Any) -> openai.Ope
     return openai.OpenAI(base_url=proxy.rollout_base_url(rollout_id), api_key=CLIENT_KEY, **kw)
 
 
+def json_stream_error(c: openai.OpenAI, messages: list[dict[str, Any]]) -> None:
+    """Three exchanges of the common kinds: JSON, a stream, and one the upstream refuses."""
+    c.chat.completions.create(model="m", messages=messages)
+    list(c.chat.completions.create(model="m", messages=messages, stream=True))
+    with pytest.raises(openai.APIStatusError):
+        c.chat.completions.create(model="m", messages=messages)
+
+
 def read_log(path: Path) -> list[dict[str, Any]]:
     """Every line of a raw log, parsed and validated against the record models."""
     data = path.read_bytes()

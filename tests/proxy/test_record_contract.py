@@ -11,7 +11,7 @@ import orjson
 from contagent.proxy.recorder import outcome_record, request_record
 from contagent.records import OutcomeRecord, RequestRecord
 from contagent.testing.llm_stub import Error, Reply, ToolCall
-from tests.proxy.conftest import client
+from tests.proxy.conftest import client, json_stream_error
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -38,12 +38,7 @@ def test_recorded_lines_validate_against_the_json_schemas(stub_factory, proxy_fa
     proxy = proxy_factory(stub.url)
     c = client(proxy, max_retries=0)
     msgs = [{"role": "user", "content": "hi"}]
-    c.chat.completions.create(model="m", messages=msgs)
-    list(c.chat.completions.create(model="m", messages=msgs, stream=True))
-    try:
-        c.chat.completions.create(model="m", messages=msgs)
-    except Exception:
-        pass
+    json_stream_error(c, msgs)
     proxy.stop()
     schemas = {
         "request": json.loads((SCHEMAS / "request-record.schema.json").read_text()),
