@@ -414,9 +414,23 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
             )
     for name, b in BASELINES.items():
         print(f"{name:50}{b['p50']:>11}{'':>11}{'':>11}{b['thr']:>13}")
-    print(
-        f"{'targets':50}{'<= 0.5 ms':>11}{'<= 2 ms':>11}{'<= 1 ms':>11}{'>= 60%':>13}{'>= 60%':>15}"
-    )
+    t = TARGETS
+    cells = [f"<= {t['p50']} ms", f"<= {t['p99']:.0f} ms", f"<= {t['ttfb']:.0f} ms"]
+    thr_cell = f">= {t['thr']:.0f}%"
+    print(f"{'targets':50}{cells[0]:>11}{cells[1]:>11}{cells[2]:>11}{thr_cell:>13}{thr_cell:>15}")
+    c = results["contagent"]
+    checks = {  # JSON latency at concurrency 1, first chunk of a stream, throughput at 64
+        "JSON p50": (c["json_p50"] - d["json_p50"], t["p50"], " ms"),
+        "JSON p99": (c["json_p99"] - d["json_p99"], t["p99"], " ms"),
+        "first chunk": (c["ttfb_p50"] - d["ttfb_p50"], t["ttfb"], " ms"),
+        "JSON throughput": (100 * c["json_rps64"] / d["json_rps64"], t["thr"], "%"),
+        "stream throughput": (100 * c["stream_rps64"] / d["stream_rps64"], t["thr"], "%"),
+    }
+    verdicts = []
+    for what, (value, target, unit) in checks.items():
+        met = value <= target if unit == " ms" else value >= target  # ms: less is better
+        verdicts.append(f"{what} {value:.2f}{unit} {'met' if met else 'MISSED'}")
+    print("contagent against the targets: " + "; ".join(verdicts))
     print(f"\nLiteLLM: {litellm_note}")
     print("\nabsolute figures (ms; requests/s at concurrency 64):")
     for name, r in results.items():
