@@ -9,7 +9,7 @@ fields out of messages and responses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import orjson
 
@@ -88,7 +88,6 @@ ExcludedReason = Literal[
     "no_request",
     "unsupported_route",
 ]
-EXCLUDED_REASONS: tuple[str, ...] = get_args(ExcludedReason)
 
 
 def consumption_key(message: dict[str, Any]) -> tuple[str, Any]:

@@ -196,7 +196,7 @@ class UpstreamConnection(asyncio.Protocol):
             sink.upstream = None  # its client's back-pressure must not reach the next request
         self.resume_reading()
         self._cancel_timer()
-        if reuse and self.decoder is None:
+        if reuse:
             self.pool.release(self)
         else:
             self._discard()
