@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,30 +162,32 @@ def main(argv: list[str]) -> int:
     outcome_path = out / "outcome.json"
     _write_json(outcome_path, outcome)
 
-    t0 = time.monotonic()
-    rc = _run_script(Path(settings["setup_script"]), workspace, out / "setup.log", None)
-    outcome["exit_codes"]["setup"] = rc
-    outcome["timings"]["setup_s"] = time.monotonic() - t0
-    _write_json(outcome_path, outcome)
-    if rc != 0:
+    def phase(name: str, run: Callable[[], int]) -> int:
+        """Run one phase; its exit code and duration reach the host even if a later one hangs."""
+        t0 = time.monotonic()
+        rc = run()
+        outcome["exit_codes"][name] = rc
+        outcome["timings"][f"{name}_s"] = time.monotonic() - t0
+        _write_json(outcome_path, outcome)
+        return rc
+
+    def script(name: str) -> Callable[[], int]:
+        path = Path(settings[f"{name}_script"])
+        return lambda: _run_script(path, workspace, out / f"{name}.log", None)
+
+    def agent() -> int:
+        try:
+            _run_agent(settings, out, outcome)
+            return 0
+        except Exception as exc:  # the agent's failure is data, reported to the host
+            outcome["agent_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            traceback.print_exc(file=sys.stderr)
+            return 1
+
+    if phase("setup", script("setup")) != 0:
         return 0
-
-    t0 = time.monotonic()
-    try:
-        _run_agent(settings, out, outcome)
-        outcome["exit_codes"]["agent"] = 0
-    except Exception as exc:  # the agent's failure is data, reported to the host
-        outcome["exit_codes"]["agent"] = 1
-        outcome["agent_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        traceback.print_exc(file=sys.stderr)
-    outcome["timings"]["agent_s"] = time.monotonic() - t0
-    _write_json(outcome_path, outcome)
-
-    t0 = time.monotonic()
-    rc = _run_script(Path(settings["evaluate_script"]), workspace, out / "evaluate.log", None)
-    outcome["exit_codes"]["evaluate"] = rc
-    outcome["timings"]["evaluate_s"] = time.monotonic() - t0
-    _write_json(outcome_path, outcome)
+    phase("agent", agent)
+    phase("evaluate", script("evaluate"))
     return 0
 
 
