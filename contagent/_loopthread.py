@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -41,3 +41,45 @@ class LoopThread:
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=30)
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Service)
+
+
+class InThread(Generic[S]):
+    """A :class:`Service` served from its own loop thread: started by the constructor
+    (which returns once it serves, or raises), stopped by :meth:`stop` or by leaving a
+    ``with`` block, which also ends the thread."""
+
+    #: how long :meth:`stop` waits for the service's own stop (None: as long as it takes)
+    stop_timeout: float | None = 60.0
+
+    def __init__(self, service: S, thread_name: str) -> None:
+        self.service = service
+        self._thread = LoopThread(thread_name)
+        self._stopped = False
+        try:
+            self._thread.call(service.start())
+        except BaseException:
+            self._thread.close()
+            raise
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._thread.call(self.service.stop(), timeout=self.stop_timeout)
+        finally:
+            self._thread.close()
+
+    def __enter__(self) -> InThread[S]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

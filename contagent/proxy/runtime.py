@@ -8,56 +8,36 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from typing_extensions import Unpack
 
-from contagent._loopthread import LoopThread, new_event_loop
+from contagent._loopthread import InThread, new_event_loop
 from contagent.proxy.server import ProxyOptions, RecordingProxy
 
 
-class RunningProxy:
+class RunningProxy(InThread[RecordingProxy]):
     """Handle on a :class:`RecordingProxy` served from a background thread.
 
     ``url`` and ``rollout_base_url(id)`` as on the proxy; ``stop()`` finishes the
     records of in-flight requests and ends the thread. Usable as a context manager.
     """
 
-    def __init__(self, proxy: RecordingProxy, thread: LoopThread) -> None:
-        self.proxy = proxy
-        self._thread = thread
-        self._stopped = False
+    stop_timeout = None  # the proxy bounds its own stop (stop_grace)
+
+    @property
+    def proxy(self) -> RecordingProxy:
+        return self.service
 
     @property
     def url(self) -> str:
-        return self.proxy.url
+        return self.service.url
 
     @property
     def record_dir(self) -> Path:
-        return self.proxy.record_dir
+        return self.service.record_dir
 
     def rollout_base_url(self, rollout_id: str) -> str:
-        return self.proxy.rollout_base_url(rollout_id)
-
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self._thread.call(self.proxy.stop(), timeout=None)
-        finally:
-            self._thread.close()
-
-    def __enter__(self) -> RunningProxy:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return self.service.rollout_base_url(rollout_id)
 
 
 def start_proxy_in_thread(
@@ -67,14 +47,7 @@ def start_proxy_in_thread(
 
     Raises :class:`~contagent.errors.ContagentError` when it cannot listen.
     """
-    proxy = RecordingProxy(upstream, record_dir, **options)
-    thread = LoopThread("contagent-proxy")
-    try:
-        thread.call(proxy.start())
-    except BaseException:
-        thread.close()
-        raise
-    return RunningProxy(proxy, thread)
+    return RunningProxy(RecordingProxy(upstream, record_dir, **options), "contagent-proxy")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import orjson
 from aiohttp import web
 
-from contagent._loopthread import LoopThread
+from contagent._loopthread import InThread
 from contagent.testing.llm_moves import (
     Error,
     Events,
@@ -213,48 +213,29 @@ class LLMStub:
         return resp
 
 
-class RunningStub:
+class RunningStub(InThread[LLMStub]):
     """Handle on a stub served from a background thread."""
 
-    def __init__(self, stub: LLMStub, thread: LoopThread) -> None:
-        self.stub = stub
-        self._thread = thread
+    @property
+    def stub(self) -> LLMStub:
+        return self.service
 
     @property
     def url(self) -> str:
-        return self.stub.url
+        return self.service.url
 
     @property
     def requests(self) -> list[StubRequest]:
-        return self.stub.requests
+        return self.service.requests
 
     @property
     def cancelled(self) -> list[int]:
-        return self.stub.cancelled
-
-    def stop(self) -> None:
-        try:
-            self._thread.call(self.stub.stop())
-        finally:
-            self._thread.close()
-
-    def __enter__(self) -> RunningStub:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.service.cancelled
 
 
 def start_stub_in_thread(script: Script, host: str = "127.0.0.1", port: int = 0) -> RunningStub:
     """Start the stub on its own event loop thread; returns once it listens."""
-    stub = LLMStub(script, host, port)
-    thread = LoopThread("contagent-llm-stub")
-    try:
-        thread.call(stub.start())
-    except BaseException:
-        thread.close()
-        raise
-    return RunningStub(stub, thread)
+    return RunningStub(LLMStub(script, host, port), "contagent-llm-stub")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from contagent._loopthread import LoopThread
+from contagent._loopthread import InThread
 from contagent.testing.llm_stub import Reply
 from tests.proxy.conftest import client, exchanges, http, raw_address, raw_post
 
@@ -104,25 +104,22 @@ class _Upstream:
     """A hand-made upstream for what the scripted LLM does not do: gzip, Connection: close."""
 
     def __init__(self, handler, ssl_context=None, **server_kw) -> None:
-        self.thread = LoopThread("odd-upstream")
+        self.handler, self.ssl_context, self.server_kw = handler, ssl_context, server_kw
         self.scheme = "https" if ssl_context is not None else "http"
-        self.port = self.thread.call(self._start(handler, ssl_context, server_kw))
 
-    async def _start(self, handler, ssl_context, server_kw) -> int:
-        self.runner = web.ServerRunner(web.Server(handler, **server_kw))
+    async def start(self) -> None:
+        self.runner = web.ServerRunner(web.Server(self.handler, **self.server_kw))
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=ssl_context)
-        await site.start()
-        return self.runner.addresses[0][1]
+        await web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
+        self.port = self.runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
 
     @property
     def url(self) -> str:
         host = "localhost" if self.scheme == "https" else "127.0.0.1"
         return f"{self.scheme}://{host}:{self.port}"
-
-    def stop(self) -> None:
-        self.thread.call(self.runner.cleanup())
-        self.thread.close()
 
 
 COMPLETION = {
@@ -135,16 +132,16 @@ COMPLETION = {
 
 @pytest.fixture
 def odd_upstream():
-    started: list[_Upstream] = []
+    started: list[InThread[_Upstream]] = []
 
     def make(handler, ssl_context=None, **server_kw) -> _Upstream:
-        up = _Upstream(handler, ssl_context, **server_kw)
-        started.append(up)
-        return up
+        served = InThread(_Upstream(handler, ssl_context, **server_kw), "odd-upstream")
+        started.append(served)
+        return served.service
 
     yield make
-    for up in started:
-        up.stop()
+    for served in started:
+        served.stop()
 
 
 def test_gzip_from_upstream_is_decoded_for_record_and_client(odd_upstream, proxy_factory, tmp_path):
