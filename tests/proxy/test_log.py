@@ -161,14 +161,15 @@ def test_sigkilled_proxy_leaves_request_without_outcome(stub_factory, tmp_path, 
     assert [(r["index"], o and o["outcome"]) for r, o in pairs] == [(0, None), (1, "completed")]
 
 
-def test_cli_sigterm_finishes_in_flight_then_exits(stub_factory, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_signal_finishes_in_flight_then_exits(stub_factory, tmp_path, sig):
     stub = stub_factory([Reply(delay=1.0, content="late but whole")])
     proc, url = _start_cli(stub.url, tmp_path / "records", "--upstream-api-key-env", "UPKEY",
                            env={"UPKEY": "sk-from-env"})  # fmt: skip
     try:
         t = _post_in_thread(f"{url}/r/r1/v1")
         wait_for(lambda: len(stub.requests) == 1)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=15)
     finally:
         proc.kill()
