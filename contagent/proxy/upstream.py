@@ -28,7 +28,7 @@ from contagent.errors import ContagentError
 
 log = logging.getLogger(__name__)
 
-#: idle keep-alive connections older than this are closed rather than reused, so a
+#: keep-alive connections idle (nothing read) longer than this are closed, not reused, so a
 #: request is not sent down a connection the server is closing (uvicorn: 5 s)
 IDLE_REUSE_S = 4.0
 
@@ -62,7 +62,6 @@ class UpstreamConnection(asyncio.Protocol):
         self.pending: list[bytes] = []
         self.paused = False
         self.last_read = 0.0
-        self.idle_since = 0.0
         self.timer: asyncio.TimerHandle | None = None
 
     # -- driven by the pool and the exchange -----------------------------------------
@@ -101,6 +100,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.last_read = self.loop.time()  # also when the connection goes idle unused
 
     def data_received(self, data: bytes) -> None:
         self.last_read = self.loop.time()
@@ -280,7 +280,7 @@ class UpstreamPool:
         while self._idle:
             conn = self._idle.pop()  # most recently used first: warmest, least likely stale
             transport = conn.transport
-            if transport is None or transport.is_closing() or now - conn.idle_since > IDLE_REUSE_S:
+            if transport is None or transport.is_closing() or now - conn.last_read > IDLE_REUSE_S:
                 conn._discard()
                 continue
             conn.send(sink, data, head_only)
@@ -331,7 +331,6 @@ class UpstreamPool:
         if self.closed:
             conn._discard()
             return
-        conn.idle_since = self.loop.time()
         self._idle.append(conn)
 
     def forget(self, conn: UpstreamConnection) -> None:

@@ -362,3 +362,24 @@ def test_connections_the_upstream_closed_while_idle_are_not_used(
         time.sleep(0.3)
     outs = [o["outcome"] for _, o in exchanges(tmp_path / "records", "r1")]
     assert outs == ["completed"] * 3
+
+
+def test_idle_upstream_connections_are_reused_only_while_fresh(
+    odd_upstream, proxy_factory, monkeypatch
+):
+    import time
+
+    monkeypatch.setattr("contagent.proxy.upstream.IDLE_REUSE_S", 0.3)
+    peers: list[int] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        peers.append(request.transport.get_extra_info("peername")[1])
+        return await _completion(request)
+
+    up = odd_upstream(handler)  # aiohttp keeps idle connections for 75 s
+    proxy = proxy_factory(up.url)
+    for pause in (0.0, 0.6, 0.0):
+        time.sleep(pause)
+        client(proxy).chat.completions.create(model="m", messages=MSGS)
+    assert peers[0] != peers[1], "a connection idle past the limit is not reused"
+    assert peers[1] == peers[2], "a fresh idle connection is"
