@@ -43,14 +43,20 @@ class Exchange:
     """
 
     __slots__ = (
-        "body", "conn", "done", "first_byte", "gone", "index", "out_headers", "proxy",
+        "body", "conn", "done", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
         "rollout_id", "sent_status", "started", "status", "stream", "upstream",
     )  # fmt: skip
 
     def __init__(
-        self, proxy: RecordingProxy, conn: ClientConnection, rollout_id: str, index: int
+        self,
+        proxy: RecordingProxy,
+        conn: ClientConnection,
+        rollout_id: str,
+        index: int,
+        head_only: bool = False,
     ) -> None:
         self.proxy = proxy
+        self.head_only = head_only
         self.conn = conn
         self.rollout_id = rollout_id
         self.index = index

@@ -328,10 +328,10 @@ class RecordingProxy:
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"
             )
             return
-        ex = Exchange(self, conn, rollout_id, index)
+        ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD")
         conn.responder = ex
         self._inflight.add(ex)
-        pool.send(ex, b"".join(head), head_only=req.method == "HEAD")
+        pool.send(ex, b"".join(head))
 
     def _finish(self, record: dict[str, Any]) -> None:
         self.counts[record["outcome"]] += 1

@@ -38,6 +38,8 @@ class UpstreamSink(Protocol):
     upstream: UpstreamConnection | None
     #: true once nobody waits for the answer any more
     gone: bool
+    #: the request was a HEAD: the answer has headers only, whatever they announce
+    head_only: bool
 
     def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None: ...
     def on_body(self, data: bytes) -> None: ...
@@ -55,7 +57,6 @@ class UpstreamConnection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.sink: UpstreamSink | None = None
         self.headers: list[tuple[bytes, bytes]] = []
-        self.head_only = False
         self.got_head = False
         self.until_close = False
         self.decoder: zlib._Decompress | None = None
@@ -66,11 +67,10 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- driven by the pool and the exchange -----------------------------------------
 
-    def send(self, sink: UpstreamSink, data: bytes, head_only: bool) -> None:
+    def send(self, sink: UpstreamSink, data: bytes) -> None:
         assert self.transport is not None
         self.sink = sink
         sink.upstream = self
-        self.head_only = head_only
         self.got_head = self.until_close = False
         self.last_read = self.loop.time()
         timeout = self.pool.read_timeout
@@ -166,7 +166,7 @@ class UpstreamConnection(asyncio.Protocol):
             elif low == b"content-encoding" and value.strip().lower() in (b"gzip", b"deflate"):
                 # asked for identity; decode anyway so the record and client get plain bytes
                 self.decoder = zlib.decompressobj(wbits=47)
-        no_body = self.head_only or status in (204, 304) or status < 200
+        no_body = sink.head_only or status in (204, 304) or status < 200
         self.until_close = not framed and not no_body
         self.got_head = True
         sink.on_head(status, self.headers)
@@ -270,11 +270,11 @@ class UpstreamPool:
         self._idle: collections.deque[UpstreamConnection] = collections.deque()
         self._open: set[UpstreamConnection] = set()
         self._connecting = 0
-        self._waiting: collections.deque[tuple[UpstreamSink, bytes, bool]] = collections.deque()
+        self._waiting: collections.deque[tuple[UpstreamSink, bytes]] = collections.deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
-    def send(self, sink: UpstreamSink, data: bytes, head_only: bool = False) -> None:
+    def send(self, sink: UpstreamSink, data: bytes) -> None:
         """Send one request (head and body, already framed) for ``sink``."""
         now = self.loop.time()
         while self._idle:
@@ -283,13 +283,13 @@ class UpstreamPool:
             if transport is None or transport.is_closing() or now - conn.last_read > IDLE_REUSE_S:
                 conn._discard()
                 continue
-            conn.send(sink, data, head_only)
+            conn.send(sink, data)
             return
         if len(self._open) + self._connecting >= self.limit:
-            self._waiting.append((sink, data, head_only))
+            self._waiting.append((sink, data))
             return
         self._connecting += 1
-        task = self.loop.create_task(self._connect(sink, data, head_only))
+        task = self.loop.create_task(self._connect(sink, data))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -297,7 +297,7 @@ class UpstreamPool:
         """Forget a request that has not got a connection yet."""
         self._waiting = collections.deque(w for w in self._waiting if w[0] is not sink)
 
-    async def _connect(self, sink: UpstreamSink, data: bytes, head_only: bool) -> None:
+    async def _connect(self, sink: UpstreamSink, data: bytes) -> None:
         try:
             try:
                 _, conn = await asyncio.wait_for(
@@ -320,13 +320,13 @@ class UpstreamPool:
             self.release(conn)
             return
         self._open.add(conn)
-        conn.send(sink, data, head_only)
+        conn.send(sink, data)
 
     def release(self, conn: UpstreamConnection) -> None:
         self._open.add(conn)
         if self._waiting:
-            sink, data, head_only = self._waiting.popleft()
-            conn.send(sink, data, head_only)
+            sink, data = self._waiting.popleft()
+            conn.send(sink, data)
             return
         if self.closed:
             conn._discard()
