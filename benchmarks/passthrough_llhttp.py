@@ -1,11 +1,16 @@
 """The issue's minimal pass-through on the proxy's own HTTP stack: what the record costs.
 
-``python benchmarks/passthrough_llhttp.py UPSTREAM LOGFILE`` prints ``listening on URL``.
-Same asyncio-protocol + httptools hops as ``contagent proxy`` (keep-alive upstream
-connections, chunks relayed as they arrive) but it appends only one small JSON line per
-exchange: no request record before forwarding, no SHA-256, no parse of either body. The
-gap between it and the proxy in one run is the price of the raw log. Plain HTTP upstream,
-no faults handled: a benchmark reference, not a tool.
+``python benchmarks/passthrough_llhttp.py UPSTREAM LOGFILE [--record-requests]`` prints
+``listening on URL``. Same asyncio-protocol + httptools hops as ``contagent proxy``
+(keep-alive upstream connections, chunks relayed as they arrive) but it appends only one
+small JSON line per exchange: no request record before forwarding, no SHA-256, no parse
+of either body. The gap between it and the proxy in one run is the price of the raw log.
+
+``--record-requests`` adds the least that issue 3's record demands and nothing else:
+before forwarding, parse the request body (to know it is JSON and whether it streams)
+and append it, verbatim, in one line. No index, headers, hash, outcome parsing, or fault
+handling. Whatever this keeps of direct throughput bounds what any recorder on this
+stack can keep. Plain HTTP upstream: a benchmark reference, not a tool.
 """
 
 from __future__ import annotations
@@ -60,8 +65,10 @@ class Upstream(asyncio.Protocol):
 
 
 class Client(asyncio.Protocol):
-    def __init__(self, up: tuple[str, int], pool: list[Upstream], fd: int) -> None:
-        self.up, self.pool, self.fd = up, pool, fd
+    def __init__(
+        self, up: tuple[str, int], pool: list[Upstream], fd: int, record_requests: bool
+    ) -> None:
+        self.up, self.pool, self.fd, self.record_requests = up, pool, fd, record_requests
         self.parser = httptools.HttpRequestParser(self)
 
     def connection_made(self, transport):  # type: ignore[no-untyped-def]
@@ -88,6 +95,11 @@ class Client(asyncio.Protocol):
         head = [b"%s %s HTTP/1.1\r\nhost: up\r\n" % (self.parser.get_method(), self.path)]
         head += [n + b": " + v + b"\r\n" for n, v in self.headers if n.lower() not in DROP]
         head.append(b"content-length: %d\r\n\r\n" % len(body))
+        if self.record_requests:
+            parsed = orjson.loads(body)
+            line = {"t": time.time(), "path": self.path.decode(), "body": orjson.Fragment(body),
+                    "stream": isinstance(parsed, dict) and parsed.get("stream") is True}  # fmt: skip
+            os.write(self.fd, orjson.dumps(line) + b"\n")
         data = b"".join(head) + body
         if self.pool:
             up = self.pool.pop()
@@ -118,13 +130,15 @@ class Client(asyncio.Protocol):
         os.write(self.fd, orjson.dumps(line) + b"\n")
 
 
-async def serve(upstream: str, log_path: str) -> None:
+async def serve(upstream: str, log_path: str, record_requests: bool) -> None:
     parts = urlsplit(upstream)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pool: list[Upstream] = []
     loop = asyncio.get_running_loop()
     target = (parts.hostname or "127.0.0.1", parts.port or 80)
-    server = await loop.create_server(lambda: Client(target, pool, fd), "127.0.0.1", 0)
+    server = await loop.create_server(
+        lambda: Client(target, pool, fd, record_requests), "127.0.0.1", 0
+    )
     print(f"listening on http://127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -133,4 +147,4 @@ async def serve(upstream: str, log_path: str) -> None:
 
 
 if __name__ == "__main__":
-    uvloop.run(serve(sys.argv[1], sys.argv[2]))
+    uvloop.run(serve(sys.argv[1], sys.argv[2], "--record-requests" in sys.argv[3:]))

@@ -8,8 +8,10 @@ Everything runs on loopback, in separate processes so that each one's cost is
 visible: the scripted upstream (``python -m contagent.testing.llm_stub``), the
 proxy (``contagent proxy``), two minimal pass-throughs for reference (on
 aiohttp, as in the issue, and on the proxy's own HTTP stack: the gap to the
-latter is the price of the record), optionally the LiteLLM proxy, and this
-load generator (aiohttp). Requests to the targets are interleaved so that machine
+latter is the price of the record), that second one again with the least
+record the issue demands (request body parsed and appended before forwarding:
+a bound on what any recorder on this stack can keep), optionally the LiteLLM
+proxy, and this load generator (aiohttp). Requests to the targets are interleaved so that machine
 noise hits all of them alike. Workloads (issue 3):
 
 * non-streaming chat completions with 32 KB request bodies;
@@ -262,7 +264,8 @@ def main() -> None:
     ap.add_argument(
         "--no-passthrough",
         action="store_true",
-        help="skip the minimal pass-through references (aiohttp, and on the proxy's HTTP stack)",
+        help="skip the minimal pass-through references (aiohttp, the proxy's HTTP stack, and "
+        "that stack with the least record)",
     )
     ap.add_argument(
         "--baseline-src",
@@ -327,6 +330,14 @@ def main() -> None:
             procs.append(raw)
             named["llhttp"] = raw
             urls["llhttp"] = f"{raw_url}/r/bench/v1/chat/completions"
+            floor, floor_url = start_process(
+                [sys.executable, str(here / "passthrough_llhttp.py"), stub_url,
+                 str(tmp / "pt-floor.jsonl"), "--record-requests"],
+                "listening on ",
+            )  # fmt: skip
+            procs.append(floor)
+            named["floor"] = floor
+            urls["floor"] = f"{floor_url}/r/bench/v1/chat/completions"
         litellm_note = "not measured (pass --litellm PATH)"
         if args.litellm:
             exe = shutil.which(args.litellm) or args.litellm
@@ -400,6 +411,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
             "litellm": "LiteLLM proxy (this run)",
             "passthrough": "minimal pass-through (this run)",
             "llhttp": "same, on the proxy's HTTP stack (this run)",
+            "floor": "+ least required record (this run)",
         }[name]
         for kind in ("json", "stream"):
             add50 = r[f"{kind}_p50"] - d[f"{kind}_p50"]
@@ -431,6 +443,13 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
         met = value <= target if unit == " ms" else value >= target  # ms: less is better
         verdicts.append(f"{what} {value:.2f}{unit} {'met' if met else 'MISSED'}")
     print("contagent against the targets: " + "; ".join(verdicts))
+    if "floor" in results:  # the bound any recorder on this stack meets, same run
+        f = results["floor"]
+        print(
+            f"bound: the least record issue 3 requires, on the proxy's HTTP stack with nothing "
+            f"else, keeps {100 * f['json_rps64'] / d['json_rps64']:.0f}% JSON throughput at 64 "
+            f"(no record: {100 * results['llhttp']['json_rps64'] / d['json_rps64']:.0f}%)"
+        )
     print(f"\nLiteLLM: {litellm_note}")
     print("\nabsolute figures (ms; requests/s at concurrency 64):")
     for name, r in results.items():
