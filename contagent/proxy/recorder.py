@@ -7,6 +7,11 @@ Index assignment and the request record happen in the same synchronous step,
 so indices follow arrival order and the file never shows index ``n+1``
 before ``n``.
 
+Each log is held under an exclusive ``flock`` while its file is open, so a second
+process recording the same rollout (it would assign the same indices) is refused
+loudly instead of interleaving with this one; a log closed to bound open files is
+checked on reopening to be as this proxy left it.
+
 Records are built as plain dicts (the hot path skips pydantic) with exactly
 the fields of :class:`contagent.records.RequestRecord` and
 :class:`~contagent.records.OutcomeRecord`; a test validates them against the
@@ -15,6 +20,7 @@ models.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from collections import OrderedDict
@@ -87,7 +93,8 @@ class Recorder:
     """Per-rollout append-only logs under ``record_dir`` with dense indices.
 
     ``max_open_files`` bounds the file descriptors held at once; a closed log
-    is simply reopened in append mode on its next record.
+    is reopened in append mode on its next record, locked again, and refused
+    if it changed size meanwhile (another process wrote to it).
     """
 
     def __init__(self, record_dir: Path, *, max_open_files: int = 256) -> None:
@@ -96,6 +103,7 @@ class Recorder:
         self._next: dict[str, int] = {}
         self._paths: dict[str, Path] = {}
         self._fds: OrderedDict[str, int] = OrderedDict()
+        self._closed_sizes: dict[str, int] = {}
 
     @property
     def known(self) -> dict[str, Path]:
@@ -120,14 +128,32 @@ class Recorder:
             fd = os.open(path, _OPEN_FLAGS, 0o644)
         except OSError as exc:
             raise RecordError(f"cannot open {path}: {exc.strerror or exc}") from exc
+        try:
+            _lock(fd, path)
+            left = self._closed_sizes.get(rollout_id)
+            if left is not None and os.fstat(fd).st_size != left:
+                raise RecordError(
+                    f"{path} changed while this proxy had it closed: another process "
+                    "wrote to it, so its indices can no longer be trusted"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        self._closed_sizes.pop(rollout_id, None)
         self._fds[rollout_id] = fd
         while len(self._fds) > self._max_open:
-            _, old = self._fds.popitem(last=False)
-            os.close(old)
+            self._close_one(*self._fds.popitem(last=False))
         return fd
+
+    def _close_one(self, rollout_id: str, fd: int) -> None:
+        try:
+            self._closed_sizes[rollout_id] = os.fstat(fd).st_size
+        finally:
+            os.close(fd)  # releases the lock
 
     def _first_use(self, rollout_id: str) -> int:
         path = self._path(rollout_id)
+        self._fd(rollout_id)  # locked before the scan, so nobody appends behind it
         next_index, torn = scan_log(path)
         if torn:
             log.warning("%s: last line is torn (a crash mid-write); starting a new line", path)
@@ -169,6 +195,17 @@ class Recorder:
         while self._fds:
             _, fd = self._fds.popitem()
             os.close(fd)
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RecordError(
+            f"{path} is being recorded by another process: one proxy per rollout log"
+        ) from None
+    except OSError as exc:  # a file system without locks: say so, do not record blind
+        raise RecordError(f"cannot lock {path}: {exc.strerror or exc}") from exc
 
 
 def request_record(

@@ -14,6 +14,7 @@ import openai
 import orjson
 import pytest
 
+from contagent.proxy.recorder import Recorder, RecordError
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from tests.proxy.conftest import client, exchanges, read_log
 from tests.proxy.test_faults import wait_for
@@ -66,6 +67,37 @@ def test_restart_continues_indices(stub_factory, proxy_factory, tmp_path):
     client(second, "other").chat.completions.create(model="m", messages=MSGS)
     assert [r["index"] for r, _ in exchanges(tmp_path / "records", "r1")] == [0, 1, 2]
     assert [r["index"] for r, _ in exchanges(tmp_path / "records", "other")] == [0]
+
+
+def test_second_proxy_on_a_rollout_being_recorded_is_refused(stub_factory, proxy_factory, tmp_path):
+    stub = stub_factory([Reply()] * 5)
+    first, second = proxy_factory(stub.url), proxy_factory(stub.url)  # same record dir
+    client(first).chat.completions.create(model="m", messages=MSGS)
+    with pytest.raises(openai.InternalServerError) as err:
+        client(second).chat.completions.create(model="m", messages=MSGS)
+    assert "being recorded by another process" in str(err.value)
+    assert len(stub.requests) == 1, "the refused request must not go upstream"
+    client(second, "other").chat.completions.create(model="m", messages=MSGS)  # others are free
+    first.stop()  # releases r1: the second proxy takes over where the log left off
+    client(second).chat.completions.create(model="m", messages=MSGS)
+    assert [r["index"] for r, o in exchanges(tmp_path / "records", "r1") if o] == [0, 1]
+
+
+def test_log_closed_for_fd_budget_and_changed_meanwhile_is_refused(tmp_path):
+    rec = Recorder(tmp_path, max_open_files=1)
+    rec.append("a", {"type": "request", "index": rec.next_index("a")})
+    rec.append("b", {"type": "request", "index": rec.next_index("b")})  # closes a's log
+    other = Recorder(tmp_path)
+    other.append("a", {"type": "request", "index": other.next_index("a")})  # a was unlocked
+    other.close()
+    with pytest.raises(RecordError, match="changed while this proxy had it closed"):
+        rec.append("a", {"type": "request", "index": rec.next_index("a")})
+    rec.append("c", {"type": "request", "index": rec.next_index("c")})  # closes b's log
+    rec.append("b", {"type": "request", "index": rec.next_index("b")})  # unchanged: reopened
+    with pytest.raises(RecordError, match="another process"):
+        Recorder(tmp_path).next_index("b")  # and locked again
+    rec.close()
+    assert [orjson.loads(x)["index"] for x in (tmp_path / "b" / "exchanges.jsonl").read_bytes().splitlines()] == [0, 1]  # fmt: skip
 
 
 def test_torn_last_line_is_fenced_off(stub_factory, proxy_factory, tmp_path, caplog):
