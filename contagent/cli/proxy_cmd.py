@@ -30,6 +30,13 @@ def _proxy(
         float | None,
         typer.Option(help="Seconds to wait for upstream bytes before giving up (504)."),
     ] = None,
+    upstream_ca: Annotated[
+        Path | None,
+        typer.Option(
+            help="PEM file of the CA(s) that sign an https upstream's certificate; "
+            "trusted instead of the system's store."
+        ),
+    ] = None,
 ) -> None:
     """Forward /r/<rollout_id>/v1/... to UPSTREAM/v1/... and record every exchange.
 
@@ -60,6 +67,7 @@ def _proxy(
             port=port,
             upstream_api_key=key,
             upstream_timeout=upstream_timeout,
+            upstream_ca=upstream_ca,
             on_ready=ready,
         )
 

@@ -30,7 +30,7 @@ from contagent.layout import safe_segment
 from contagent.proxy.downstream import ClientConnection, Request
 from contagent.proxy.exchange import HOP_BY_HOP, Exchange
 from contagent.proxy.recorder import Recorder, RecordError, request_record, verbatim
-from contagent.proxy.upstream import UpstreamPool
+from contagent.proxy.upstream import UpstreamPool, tls_context
 from contagent.records import SAFE_HEADERS
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class ProxyOptions(TypedDict, total=False):
     port: int
     upstream_api_key: str | None
     upstream_timeout: float | None
+    upstream_ca: Path | None
     max_connections: int
     stop_grace: float
     only_rollout: str | None
@@ -89,6 +90,8 @@ class RecordingProxy:
     ``upstream_api_key`` replaces the client's credentials on the way up;
     ``upstream_timeout`` (s) bounds connecting and each wait for upstream bytes
     (504 before the response started, an error event after); None waits forever.
+    ``upstream_ca`` (a PEM file) makes an https upstream trusted by its CAs only,
+    instead of the system's trust store (which ``SSL_CERT_FILE`` can replace).
     ``stop_grace`` (s) is how long :meth:`stop` lets in-flight exchanges finish
     before cutting them (recorded as ``upstream_error``).
 
@@ -108,6 +111,7 @@ class RecordingProxy:
         port: int = 0,
         upstream_api_key: str | None = None,
         upstream_timeout: float | None = None,
+        upstream_ca: Path | None = None,
         max_connections: int = 1024,
         stop_grace: float = 30.0,
         only_rollout: str | None = None,
@@ -119,6 +123,9 @@ class RecordingProxy:
         if base.endswith("/v1"):  # the client adds /v1 itself: accept either spelling
             base = base[:-3]
         self.upstream = base
+        if upstream_ca is not None and not base.startswith("https://"):
+            raise ContagentError("an upstream CA only applies to an https:// upstream")
+        self._tls = tls_context(upstream_ca) if base.startswith("https://") else None
         self._only_rollout = (
             None if only_rollout is None else safe_segment(only_rollout, "rollout id")
         )
@@ -166,7 +173,7 @@ class RecordingProxy:
         loop = asyncio.get_running_loop()
         self._pool = UpstreamPool(
             self.upstream, connect_timeout=self._timeout, read_timeout=self._timeout,
-            limit=self._max_connections,
+            limit=self._max_connections, tls=self._tls,
         )  # fmt: skip
         self._drained = asyncio.Event()
         try:

@@ -19,6 +19,7 @@ import collections
 import logging
 import ssl
 import zlib
+from pathlib import Path
 from typing import Protocol, cast
 from urllib.parse import urlsplit
 
@@ -241,6 +242,19 @@ class UpstreamConnection(asyncio.Protocol):
             self.timer = self.loop.call_at(due, self._check_timeout)
 
 
+def tls_context(ca_file: Path | None) -> ssl.SSLContext:
+    """Verified TLS to the upstream: the system's trust store, or only the CAs in ``ca_file``."""
+    try:
+        return ssl.create_default_context(cafile=None if ca_file is None else str(ca_file))
+    except (ssl.SSLError, ValueError) as exc:  # not PEM, or no certificate in it
+        reason = getattr(exc, "reason", None) or exc
+        raise ContagentError(
+            f"upstream CA {ca_file}: not a PEM CA certificate ({reason})"
+        ) from None
+    except OSError as exc:
+        raise ContagentError(f"upstream CA {ca_file}: {exc.strerror or exc}") from None
+
+
 class UpstreamPool:
     """Keep-alive connections to one upstream origin, at most ``limit`` open at once."""
 
@@ -251,6 +265,7 @@ class UpstreamPool:
         connect_timeout: float | None,
         read_timeout: float | None,
         limit: int,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.hostname is None:
@@ -266,7 +281,7 @@ class UpstreamPool:
         self.read_timeout = read_timeout
         self.limit = max(1, limit)
         self.loop = asyncio.get_running_loop()
-        self._ssl = ssl.create_default_context() if self.tls else None
+        self._ssl = (tls or tls_context(None)) if self.tls else None
         self._idle: collections.deque[UpstreamConnection] = collections.deque()
         self._open: set[UpstreamConnection] = set()
         self._connecting = 0

@@ -340,12 +340,24 @@ def test_https_upstream_is_verified(odd_upstream, proxy_factory, tmp_path, monke
 
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
-    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # read when the proxy starts
+    given = proxy_factory(up.url, record_dir=tmp_path / "given", upstream_ca=ca_file)
+    resp = client(given).chat.completions.create(model="m", messages=MSGS)
+    assert resp.choices[0].message.content == "zipped"
+    [(_, out)] = exchanges(tmp_path / "given", "r1")
+    assert out["outcome"] == "completed"
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # read when the proxy is made
     trusted = proxy_factory(up.url, record_dir=tmp_path / "trusted")
     resp = client(trusted).chat.completions.create(model="m", messages=MSGS)
     assert resp.choices[0].message.content == "zipped"
     [(_, out)] = exchanges(tmp_path / "trusted", "r1")
     assert out["outcome"] == "completed"
+
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    only_other = proxy_factory(up.url, record_dir=tmp_path / "only-other", upstream_ca=other)
+    with pytest.raises(openai.InternalServerError):  # the given CA replaces SSL_CERT_FILE's
+        client(only_other).chat.completions.create(model="m", messages=MSGS)
 
 
 def test_connections_the_upstream_closed_while_idle_are_not_used(

@@ -224,6 +224,21 @@ def test_cli_signal_finishes_in_flight_then_exits(stub_factory, tmp_path, sig):
         (["--upstream", "ftp://example.invalid"], {}, "is not an http(s) URL"),
         (["--upstream", "http://127.0.0.1:9", "--upstream-timeout", "0"], {}, "must be positive"),
         (
+            ["--upstream", "https://127.0.0.1:9", "--upstream-ca", "{tmp}/missing.pem"],
+            {},
+            "missing.pem: No such file",
+        ),
+        (
+            ["--upstream", "https://127.0.0.1:9", "--upstream-ca", "{tmp}/not-pem.txt"],
+            {},
+            "not a PEM CA certificate",
+        ),
+        (
+            ["--upstream", "http://127.0.0.1:9", "--upstream-ca", "{tmp}/not-pem.txt"],
+            {},
+            "only applies to an https:// upstream",
+        ),
+        (
             ["--upstream", "http://127.0.0.1:9", "--host", "127.0.0.1", "--port", "{busy}"],
             {},
             "cannot listen",
@@ -236,7 +251,11 @@ def test_cli_bad_input_is_one_line(tmp_path, args, env, message):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        args = [a.replace("{busy}", str(busy.getsockname()[1])) for a in args]
+        (tmp_path / "not-pem.txt").write_text("hello\n")
+        args = [
+            a.replace("{busy}", str(busy.getsockname()[1])).replace("{tmp}", str(tmp_path))
+            for a in args
+        ]
         r = subprocess.run([*CLI, "proxy", "--record-dir", str(tmp_path / "rec"), *args],
                            capture_output=True, text=True, timeout=30, env={**os.environ, **env})  # fmt: skip
     assert r.returncode == 2
