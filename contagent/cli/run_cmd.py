@@ -125,6 +125,13 @@ def register(app: typer.Typer) -> None:
                 help="Key for the LLM server; given to the proxy only, never to the agent.",
             ),
         ] = None,
+        vllm_ca: Annotated[
+            Path | None,
+            typer.Option(
+                help="PEM file of the CA(s) signing an https --vllm-url's certificate "
+                "(instead of the system's store)."
+            ),
+        ] = None,
         experiments_dir: Annotated[Path, typer.Option(help="Folder of experiment folders.")] = Path(
             "experiments"
         ),
@@ -216,6 +223,7 @@ def register(app: typer.Typer) -> None:
                 skills_dir=skills_dir if skills_dir.is_dir() else None,
                 upstream_url=upstream_base(vllm_url),
                 api_key=api_key,
+                upstream_ca=vllm_ca,
                 llm=LlmOptions(
                     served_model_name=served_model_name,
                     num_retries=llm_retries,

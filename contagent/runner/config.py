@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from contagent.errors import ContagentError
+from contagent.proxy.upstream import tls_context
 
 DEFAULT_IMAGE = "contagent-runner:latest"
 
@@ -74,6 +75,7 @@ class RunConfig:
     skills_dir: Path | None = None
     experiments: tuple[str, ...] = ()
     api_key: str | None = None
+    upstream_ca: Path | None = None
     image: str = DEFAULT_IMAGE
     jobs: int = 1
     repeat: int = 1
@@ -94,6 +96,10 @@ class RunConfig:
             raise ContagentError("--max-iterations must be 1 or more")
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.run_id):
             raise ContagentError(f"run id {self.run_id!r} is not a safe name")
+        if self.upstream_ca is not None:
+            if not self.upstream_url.startswith("https://"):
+                raise ContagentError("--vllm-ca only applies to an https:// --vllm-url")
+            tls_context(self.upstream_ca)  # a bad file stops the run before any container
 
 
 def rollout_name(experiment: str, repeat_index: int) -> str:

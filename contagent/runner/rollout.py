@@ -201,6 +201,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             host=net.gateway,
             port=0,
             upstream_api_key=cfg.api_key,
+            upstream_ca=cfg.upstream_ca,
             upstream_timeout=cfg.llm.timeout_s + 30,
             only_rollout=name,
             allowed_clients=net.subnet,

@@ -42,6 +42,8 @@ def contagent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
         (["--extra-body", '{"messages": []}'], "--extra-body must not set messages"),
         (["--vllm-url", "localhost:8000"], "is not an http(s) URL"),
         (["--run-id", "../x"], "is not a safe name"),
+        (["--vllm-ca", "/nonexistent/ca.pem"], "--vllm-ca only applies to an https://"),
+        (["--vllm-url", "https://h/v1", "--vllm-ca", "/nonexistent/ca.pem"], "No such file"),
         (["--experiments-dir", "/nonexistent/exps"], "experiments directory not found"),
         (["--experiment", "../etc"], "not a safe single path segment"),
     ],
