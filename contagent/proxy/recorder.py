@@ -64,29 +64,31 @@ def scan_log(path: Path) -> tuple[int, bool]:
 
     The next index is one past the highest request index found (a dense log
     has ``count == max + 1``; the larger is taken so an index is never reused).
+    Reads line by line: a restart on a long rollout's log costs its largest
+    line in memory, not the whole file.
     """
+    next_index = 0
+    count = 0
+    line = b"\n"
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            for line in fh:
+                if b'"request"' not in line:  # outcome lines are most of the bytes
+                    continue
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict) and rec.get("type") == "request":
+                    count += 1
+                    idx = rec.get("index")
+                    if isinstance(idx, int) and idx + 1 > next_index:
+                        next_index = idx + 1
     except FileNotFoundError:
         return 0, False
     except OSError as exc:
         raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    torn = bool(data) and not data.endswith(b"\n")
-    next_index = 0
-    count = 0
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and rec.get("type") == "request":
-            count += 1
-            idx = rec.get("index")
-            if isinstance(idx, int) and idx + 1 > next_index:
-                next_index = idx + 1
-    return max(next_index, count), torn
+    return max(next_index, count), not line.endswith(b"\n")
 
 
 class Recorder:

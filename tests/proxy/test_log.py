@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,8 +14,10 @@ from pathlib import Path
 import openai
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from contagent.proxy.recorder import Recorder, RecordError
+from contagent.proxy.recorder import Recorder, RecordError, scan_log
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from tests.proxy.conftest import client, exchanges, read_log
 from tests.proxy.test_faults import wait_for
@@ -286,3 +289,46 @@ def test_unwritable_log_refuses_the_request_without_forwarding(
         client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert err.value.status_code == 500 and "could not record" in str(err.value)
     assert stub.requests == [], "nothing may go upstream unrecorded"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.tuples(st.just("request"), st.integers(0, 50)),
+            st.tuples(st.just("outcome"), st.integers(0, 50)),
+            st.binary(max_size=40).filter(lambda b: b"\n" not in b),
+        ),
+        max_size=30,
+    ),
+    torn=st.booleans(),
+)
+def test_scan_log_finds_the_next_index_of_any_log(lines, torn):
+    """Restart never reuses an index, whatever the log holds; a torn tail is seen as torn."""
+    data = b""
+    requests: list[int] = []
+    for item in lines:
+        if isinstance(item, tuple):
+            kind, idx = item
+            data += orjson.dumps({"type": kind, "index": idx, "note": '"request"'}) + b"\n"
+            if kind == "request":
+                requests.append(idx)
+        else:
+            data += item + b"\n"  # garbage, a blank line, even a JSON request without index
+            try:
+                rec = orjson.loads(item)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and rec.get("type") == "request":
+                idx = rec.get("index")
+                requests.append(idx if isinstance(idx, int) else -1)
+    if torn:
+        data += b'{"type":"request","index":9'
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "exchanges.jsonl"
+        path.write_bytes(data)
+        next_index, seen_torn = scan_log(path)
+    assert seen_torn == (torn or (bool(data) and not data.endswith(b"\n")))
+    assert next_index >= len(requests)
+    assert all(next_index > i for i in requests)
+    assert next_index == max([len(requests), *(i + 1 for i in requests)])
