@@ -206,8 +206,11 @@ def _lock(fd: int, path: Path) -> None:
         raise RecordError(
             f"{path} is being recorded by another process: one proxy per rollout log"
         ) from None
-    except OSError as exc:  # a file system without locks: say so, do not record blind
-        raise RecordError(f"cannot lock {path}: {exc.strerror or exc}") from exc
+    except OSError as exc:
+        # A file system without locks (some network or FUSE mounts) must not stop the
+        # recording: the lock only guards against a second proxy, which the exporter
+        # would still report as duplicate indices.
+        log.warning("%s: cannot lock (%s); recording without the lock", path, exc.strerror or exc)
 
 
 def request_record(

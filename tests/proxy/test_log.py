@@ -291,6 +291,21 @@ def test_unwritable_log_refuses_the_request_without_forwarding(
     assert stub.requests == [], "nothing may go upstream unrecorded"
 
 
+def test_file_system_without_locks_still_records(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    rec = Recorder(tmp_path)
+    rec.append("a", {"type": "request", "index": rec.next_index("a")})
+    rec.close()
+    assert (tmp_path / "a" / "exchanges.jsonl").read_bytes().count(b"\n") == 1
+    assert "cannot lock (No locks available); recording without the lock" in caplog.text
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     lines=st.lists(
