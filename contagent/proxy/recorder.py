@@ -106,6 +106,7 @@ class Recorder:
         self._paths: dict[str, Path] = {}
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._closed_sizes: dict[str, int] = {}
+        self._partial: set[str] = set()
 
     @property
     def known(self) -> dict[str, Path]:
@@ -179,15 +180,20 @@ class Recorder:
 
     def _write(self, rollout_id: str, line: bytes) -> None:
         fd = self._fd(rollout_id)
+        if rollout_id in self._partial:
+            line = b"\n" + line  # fence off what a failed write left, or this line joins it
         view = memoryview(line)
         try:
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
         except OSError as exc:
+            if len(view) < len(line):  # part of the line is on disk (a full disk, say)
+                self._partial.add(rollout_id)
             raise RecordError(
                 f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}"
             ) from exc
+        self._partial.discard(rollout_id)
 
     def append(self, rollout_id: str, record: dict[str, Any]) -> None:
         """Append one record as one line."""

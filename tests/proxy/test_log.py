@@ -291,6 +291,40 @@ def test_unwritable_log_refuses_the_request_without_forwarding(
     assert stub.requests == [], "nothing may go upstream unrecorded"
 
 
+def test_a_write_cut_short_is_fenced_off_so_the_next_record_survives(tmp_path, monkeypatch):
+    """A full disk can take half a line: the next record must not be glued onto it."""
+    import errno
+
+    from contagent.proxy import recorder as recorder_module
+
+    real_write = os.write
+    full = {"on": False, "wrote": False}
+
+    def write(fd, data):  # as write(2) on a disk that fills: a short count, then ENOSPC
+        if full["on"]:
+            if full["wrote"]:
+                full["on"] = full["wrote"] = False
+                raise OSError(errno.ENOSPC, "No space left on device")
+            full["wrote"] = True
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(recorder_module.os, "write", write)
+    rec = Recorder(tmp_path)
+    rec.append("a", {"type": "request", "index": rec.next_index("a")})
+    full["on"] = True
+    with pytest.raises(RecordError, match="No space left"):
+        rec.append("a", {"type": "request", "index": 1, "pad": "x" * 100})
+    rec.append("a", {"type": "request", "index": 1})
+    rec.append("a", {"type": "outcome", "index": 1})
+    rec.close()
+    lines = (tmp_path / "a" / "exchanges.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert orjson.loads(lines[-3]) == {"type": "request", "index": 1}
+    assert orjson.loads(lines[-2]) == {"type": "outcome", "index": 1}
+    assert lines[1].startswith(b'{"type":"request","index":1,"pad"')  # the cut line, alone
+
+
 def test_file_system_without_locks_still_records(tmp_path, monkeypatch, caplog):
     import errno
     import fcntl
