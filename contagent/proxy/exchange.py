@@ -3,6 +3,8 @@
 The outcome is on disk before the client can see the end of the exchange: a
 JSON body is recorded before it is sent, a stream before the chunk that
 carries ``[DONE]`` (or before the end of the body, for streams without it).
+When the outcome cannot be written (a full disk), the client gets an error
+instead of that body or that end: the agent never holds an answer the log lacks.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ HOP_BY_HOP = frozenset(
 #: the proxy frames what it sends to the client itself
 _DROP_RESPONSE = HOP_BY_HOP | {b"content-length"}
 _DECODED = (b"gzip", b"deflate")  # the upstream connection decodes these
+_UNRECORDED = "contagent proxy could not record the response, so it is not passed on"
 
 
 class Exchange:
@@ -44,7 +47,7 @@ class Exchange:
 
     __slots__ = (
         "body", "conn", "done", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
-        "rollout_id", "sent_status", "started", "status", "stream", "upstream",
+        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "upstream",
     )  # fmt: skip
 
     def __init__(
@@ -70,12 +73,13 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.gone = False
         self.done = False
+        self.recorded = False
 
     def _record(self, outcome: str, error: str | None = None, **fields: Any) -> None:
         if self.done:
             return
         self.done = True
-        self.proxy._finish(
+        self.recorded = self.proxy._finish(
             outcome_record(
                 index=self.index, rollout_id=self.rollout_id, outcome=outcome, status=self.status,
                 client_status=self.sent_status, started=self.started, first_byte=self.first_byte,
@@ -107,6 +111,8 @@ class Exchange:
             self.out_headers = out
 
     def on_body(self, data: bytes) -> None:
+        if self.gone:  # dropped: bytes still parsed from the last read go nowhere
+            return
         state = self.stream
         if state is None:
             self.body.append(data)
@@ -115,6 +121,9 @@ class Exchange:
             state.add(data)
             if state.saw_done():
                 self._record_stream(None)  # on disk before the client sees the end
+                if not self.recorded:
+                    self._withhold_end()
+                    return
             self.conn.send(data)
             return
         self.conn.send(data)
@@ -124,17 +133,32 @@ class Exchange:
             state.add(data)
 
     def on_end(self) -> None:
+        if self.gone:
+            return
         self.proxy._over(self)
         if self.stream is not None:
             self._record_stream(None)
-            self.conn.end()
+            if self.recorded:
+                self.conn.end()
+            else:
+                self._withhold_end()
             return
         data = b"".join(self.body)
         self.body = []
         assert self.status is not None
         self.sent_status = self.status
         self._record_body(data)
-        self.conn.respond(self.status, self.out_headers, data)
+        if self.recorded:
+            self.conn.respond(self.status, self.out_headers, data)
+        else:
+            self.conn.respond_error(500, _UNRECORDED, "proxy_error")
+
+    def _withhold_end(self) -> None:
+        """The stream's outcome is not on disk: end it with an error event, never ``[DONE]``."""
+        self._drop_upstream()  # nothing more may reach this client's connection
+        # a blank line first ends any event the client holds half of; an extra one is harmless
+        self.conn.send(b"\n\ndata: " + error_body(500, _UNRECORDED, "proxy_error") + b"\n\n")
+        self.conn.end()
 
     def on_fail(self, message: str, timed_out: bool) -> None:
         if self.gone:

@@ -340,9 +340,12 @@ class RecordingProxy:
         self._inflight.add(ex)
         pool.send(ex, b"".join(head))
 
-    def _finish(self, record: dict[str, Any]) -> None:
+    def _finish(self, record: dict[str, Any]) -> bool:
+        """Append an outcome record; False (and logged) when it could not be written."""
         self.counts[record["outcome"]] += 1
         try:
             self.recorder.append(record["rollout_id"], record)
         except RecordError as exc:
             log.error("outcome of %s #%d lost: %s", record["rollout_id"], record["index"], exc)
+            return False
+        return True

@@ -200,3 +200,49 @@ def test_retries_are_the_agents_and_all_recorded(stub_factory, proxy_factory, tm
     assert r1["headers"]["x-stainless-retry-count"] == "1"
     assert (o0["outcome"], o1["outcome"]) == ("http_error", "completed")
     assert len(stub.requests) == 2  # the proxy itself never retried
+
+
+def _outcomes_fail(proxy, monkeypatch) -> dict[str, bool]:
+    """Make the proxy's outcome appends fail (as on a full disk) while ``flag["on"]``."""
+    from contagent.proxy.recorder import RecordError
+
+    recorder = proxy.proxy.recorder
+    real_append = recorder.append
+    flag = {"on": True}
+
+    def append(rollout_id, record):
+        if flag["on"] and record["type"] == "outcome":
+            raise RecordError("cannot append: No space left on device")
+        real_append(rollout_id, record)
+
+    monkeypatch.setattr(recorder, "append", append)
+    return flag
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_whose_outcome_cannot_be_recorded_is_not_passed_on(
+    stub_factory, proxy_factory, tmp_path, monkeypatch, stream
+):
+    """The agent must never hold an answer the log lacks: it gets an error instead, and the
+    connection stays usable for the next request."""
+    stub = stub_factory(
+        [Reply(content="unrecorded", chunks=4, chunk_delay=0.02), Reply(content="recorded")]
+    )
+    proxy = proxy_factory(stub.url)
+    flag = _outcomes_fail(proxy, monkeypatch)
+    c = client(proxy)
+    if stream:
+        seen = []
+        with pytest.raises(openai.APIError, match="could not record the response"):
+            for chunk in c.chat.completions.create(model="m", messages=MSGS, stream=True):
+                seen.append(chunk)
+        assert seen, "what arrived before the end was relayed as it came"
+    else:
+        with pytest.raises(openai.InternalServerError, match="could not record the response"):
+            c.chat.completions.create(model="m", messages=MSGS)
+    flag["on"] = False
+    again = c.chat.completions.create(model="m", messages=MSGS)  # same keep-alive connection
+    assert again.choices[0].message.content == "recorded"
+    pairs = exchanges(tmp_path / "records", "r1")
+    assert [(r["index"], o and o["outcome"]) for r, o in pairs] == [(0, None), (1, "completed")]
+    assert len(stub.requests) == 2  # the first did go upstream: it was recorded first
