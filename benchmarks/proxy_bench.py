@@ -11,8 +11,8 @@ aiohttp, as in the issue, and on the proxy's own HTTP stack: the gap to the
 latter is the price of the record), that second one again with the least
 record the issue demands (request body parsed and appended before forwarding:
 a bound on what any recorder on this stack can keep), optionally the LiteLLM
-proxy, and this load generator (aiohttp). Requests to the targets are interleaved so that machine
-noise hits all of them alike. Workloads (issue 3):
+proxy, and this load generator (aiohttp). Requests to the targets are
+interleaved so that machine noise hits all of them alike. Workloads (issue 3):
 
 * non-streaming chat completions with 32 KB request bodies;
 * streaming responses of 500 chunks (32 KB request bodies too);
@@ -315,29 +315,20 @@ def main() -> None:
             urls["baseline"] = f"{base_url}/r/bench/v1/chat/completions"
         if not args.no_passthrough:
             here = Path(__file__).resolve().parent
-            pt, pt_url = start_process(
-                [sys.executable, str(here / "passthrough.py"), stub_url, str(tmp / "pt.jsonl")],
-                "listening on ",
-            )
-            procs.append(pt)
-            named["passthrough"] = pt
-            urls["passthrough"] = f"{pt_url}/r/bench/v1/chat/completions"
-            raw, raw_url = start_process(
-                [sys.executable, str(here / "passthrough_llhttp.py"), stub_url,
-                 str(tmp / "pt-llhttp.jsonl")],
-                "listening on ",
-            )  # fmt: skip
-            procs.append(raw)
-            named["llhttp"] = raw
-            urls["llhttp"] = f"{raw_url}/r/bench/v1/chat/completions"
-            floor, floor_url = start_process(
-                [sys.executable, str(here / "passthrough_llhttp.py"), stub_url,
-                 str(tmp / "pt-floor.jsonl"), "--record-requests"],
-                "listening on ",
-            )  # fmt: skip
-            procs.append(floor)
-            named["floor"] = floor
-            urls["floor"] = f"{floor_url}/r/bench/v1/chat/completions"
+            references = [  # name, script, extra arguments
+                ("passthrough", "passthrough.py", []),
+                ("llhttp", "passthrough_llhttp.py", []),
+                ("floor", "passthrough_llhttp.py", ["--record-requests"]),
+            ]
+            for name, script, extra in references:
+                ref, ref_url = start_process(
+                    [sys.executable, str(here / script), stub_url, str(tmp / f"{name}.jsonl"),
+                     *extra],
+                    "listening on ",
+                )  # fmt: skip
+                procs.append(ref)
+                named[name] = ref
+                urls[name] = f"{ref_url}/r/bench/v1/chat/completions"
         litellm_note = "not measured (pass --litellm PATH)"
         if args.litellm:
             exe = shutil.which(args.litellm) or args.litellm
