@@ -71,6 +71,7 @@ NotReadyKind = Literal[
     "bad_tool_arguments",
     "tool_conflict",
     "unknown_tool",
+    "reasoning_conflict",
     "no_steps",
     "truncated",
 ]
@@ -157,6 +158,8 @@ def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any
 
 
 def has_think_conflict(message: dict[str, Any]) -> bool:
+    """``<think>`` text left in content (not a leading block the policy can move) beside
+    ``reasoning_content``: rule 9 forbids both, and there is no safe way to split them."""
     return bool(message.get("reasoning_content")) and _THINK_OPEN in message_text(
         message.get("content")
     )

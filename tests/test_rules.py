@@ -216,6 +216,25 @@ def test_rule9_reasoning_kept_or_dropped_never_duplicated() -> None:
     assert not rules.has_think_conflict(rules.apply_reasoning_policy(both, drop=False))
 
 
+def test_rule9_think_text_the_policy_cannot_move_makes_the_rollout_not_ready(
+    tmp_path: Path,
+) -> None:
+    from contagent.validate.check import validate
+    from tests.conftest import write_rows
+
+    b = RolloutBuilder("r", "task")
+    b.step(assistant("I wrap plans in <think> tags.", reasoning="server thought"))
+    row = _export(tmp_path / "raw", b)
+    assert not row["training_ready"] and row["not_ready_kinds"] == ["reasoning_conflict"]
+    (tmp_path / "out").mkdir()
+    write_rows(tmp_path / "out" / "results.jsonl", [row])
+    assert validate(tmp_path / "out" / "results.jsonl").ok  # and the validator agrees
+    row["training_ready"], row["not_ready_kinds"], row["training_ready_reason"] = True, [], None
+    write_rows(tmp_path / "out" / "results.jsonl", [row])
+    report = validate(tmp_path / "out" / "results.jsonl")
+    assert any("<think> text" in v.reason for v in report.violations)
+
+
 def test_rule5_exporter_refuses_to_write_a_row_that_loses_an_exchange(
     samples: Path, tmp_path: Path, monkeypatch
 ) -> None:

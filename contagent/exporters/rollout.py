@@ -123,6 +123,13 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
             if problem not in protocol_seen:
                 protocol_seen.add(problem)
                 problems.append(("tool_protocol", f"request {index}: {problem}"))
+        if rules.has_think_conflict(response):
+            problems.append(
+                (
+                    "reasoning_conflict",
+                    f"response {index}: <think> text in content beside reasoning_content",
+                )
+            )
         bad = rules.bad_tool_arguments(view.message)
         if bad:
             problems.append(

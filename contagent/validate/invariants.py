@@ -149,10 +149,10 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             problems.append(f"{where}: messages differ from the raw request")
         if step["response"] != rules.apply_reasoning_policy(message, drop):
             problems.append(f"{where}: response differs from the raw response")
-        if rules.has_think_conflict(step["response"]) or (
-            drop and "reasoning_content" in step["response"]
-        ):
+        if drop and "reasoning_content" in step["response"]:
             problems.append(f"{where}: reasoning kept against the reasoning rule")
+        if rules.has_think_conflict(step["response"]):
+            not_ready_causes.append(f"{where}: <think> text in content beside reasoning_content")
         carried = _carried(message, later_keys.get(i))
         if step["consumed"] != carried:
             problems.append(f"{where}: consumed flag is {step['consumed']}, should be {carried}")
