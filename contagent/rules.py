@@ -8,12 +8,13 @@ fields out of messages and responses.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
-from contagent.chat import call_name, message_text, tool_calls
+from contagent.chat import call_name, message_text, response_message, tool_calls
 
 #: finish reasons that mean the model ended its turn on its own.
 COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
@@ -227,6 +228,55 @@ class Decision:
     duplicate_of: int | None = None
 
 
+def classify(
+    request: dict[str, Any] | None, outcome: dict[str, Any] | None
+) -> tuple[str, list[Any] | None, dict[str, Any] | None]:
+    """Rule 1 for one exchange, from its raw records: (status, request messages, response).
+
+    ``status`` is the recorded outcome, with ``completed`` kept only for a complete
+    response carrying a readable message (else ``incomplete``); ``no_request`` and
+    ``no_outcome`` name what a crash left; a completed non-chat request (no
+    ``messages`` list) is ``unsupported_route``. The response message is given for
+    ``completed`` and ``incomplete`` exchanges only.
+    """
+    if request is None:
+        return "no_request", None, None
+    body = request.get("body")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list):
+        messages = None
+    if outcome is None:
+        return "no_outcome", messages, None
+    status = outcome["outcome"]
+    if status not in ("completed", "incomplete"):
+        return status, messages, None
+    if messages is None:
+        return "unsupported_route", None, None
+    response = outcome.get("response")
+    message = response_message(response)
+    ok = completeness(outcome.get("status"), response)[0]
+    return ("completed" if ok and message is not None else "incomplete"), messages, message
+
+
+def consumed_flags(
+    exchanges: list[tuple[int, dict[str, Any] | None, tuple[AbstractSet[str], AbstractSet[str]]]],
+) -> dict[int, bool]:
+    """Rule 2: whether a later request carries each response (exact id or canonical text).
+
+    ``exchanges`` in index order: (index, response message or None, the tool-call ids
+    and texts of its request's history). Responses-less exchanges get no entry.
+    """
+    consumed: dict[int, bool] = {}
+    ids: set[str] = set()
+    texts: set[str] = set()
+    for index, message, (history_ids, history_texts) in reversed(exchanges):
+        if message is not None:
+            consumed[index] = carries(consumption_key(message), ids, texts)
+        ids |= history_ids
+        texts |= history_texts
+    return consumed
+
+
 def _body_bucket(body: Any) -> Any:
     messages = body.get("messages") if isinstance(body, dict) else None
     return len(messages) if isinstance(messages, list) else -1
@@ -240,14 +290,7 @@ def select(views: list[View]) -> tuple[dict[int, Decision], list[tuple[str, str]
     decisions: dict[int, Decision] = {}
     problems: list[tuple[str, str]] = []
 
-    consumed: dict[int, bool] = {}
-    ids: set[str] = set()
-    texts: set[str] = set()
-    for view in reversed(views):
-        if view.message is not None:
-            consumed[view.index] = carries(consumption_key(view.message), ids, texts)
-        ids |= view.history[0]
-        texts |= view.history[1]
+    consumed = consumed_flags([(v.index, v.message, v.history) for v in views])
 
     request_indices = [v.index for v in views if v.status not in ("no_request",)]
     last_request = max(request_indices) if request_indices else -1

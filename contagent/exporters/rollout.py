@@ -31,34 +31,17 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], li
     repairs: dict[Any, dict[str, Any]] = {}
     prev: rules.Scan | None = None
     for index in raw.indices:
-        req = raw.requests.get(index)
-        out = raw.outcomes.get(index)
-        if req is None:
-            views.append(rules.View(index, "no_request"))
+        status, messages, message = rules.classify(raw.requests.get(index), raw.outcomes.get(index))
+        if status == "no_request":
+            views.append(rules.View(index, status))
             continue
-        body = req.get("body")
-        messages = body.get("messages") if isinstance(body, dict) else None
         history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
-        if isinstance(messages, list):
+        if messages is not None:
             scan = prev = scans[index] = rules.scan_request(messages, prev)
             for rep in scan.repairs:
                 repairs.setdefault(rep["tool_call_id"], {**rep, "first_exchange_index": index})
             history = (scan.ids, scan.texts)
-        if out is None:
-            views.append(rules.View(index, "no_outcome", body, None, history))
-            continue
-        status = out["outcome"]
-        message = None
-        if status in ("completed", "incomplete"):
-            if not isinstance(messages, list):
-                status = "unsupported_route"
-            else:
-                ok, _ = rules.completeness(out.get("status"), out.get("response"))
-                status = "completed" if ok else "incomplete"
-                message = chat.response_message(out.get("response"))
-                if message is None:
-                    status = "incomplete"
-        views.append(rules.View(index, status, body, message, history))
+        views.append(rules.View(index, status, raw.requests[index].get("body"), message, history))
     return views, scans, list(repairs.values())
 
 

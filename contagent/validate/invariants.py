@@ -13,7 +13,7 @@ from contagent import chat, rules
 from contagent.rawlog import RawRollout
 from contagent.trajectory import request_messages
 
-_OUTCOME_REASONS = {"http_error", "upstream_error", "abandoned"}
+_NO_KEYS: tuple[set[str], set[str]] = (set(), set())
 
 
 def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
@@ -60,26 +60,6 @@ def _sum(usages: Any) -> dict[str, int]:
     return total
 
 
-def _status(raw: RawRollout, index: int) -> tuple[str, Any, dict[str, Any] | None]:
-    """(status, request messages or None, response message) of one raw exchange."""
-    req, out = raw.requests.get(index), raw.outcomes.get(index)
-    if req is None:
-        return "no_request", None, None
-    body = req.get("body")
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if out is None:
-        return "no_outcome", messages, None
-    status = out["outcome"]
-    message = None
-    if status in ("completed", "incomplete"):
-        if not isinstance(messages, list):
-            return "unsupported_route", None, None
-        message = chat.response_message(out.get("response"))
-        ok = rules.completeness(out.get("status"), out.get("response"))[0]
-        status = "completed" if ok and message is not None else "incomplete"
-    return status, messages, message
-
-
 def result_problems(row: dict[str, Any], result: dict[str, Any]) -> list[str]:
     """The row says what result.json says, and is truncated exactly when rule 7 says so."""
     problems = [
@@ -99,8 +79,13 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
     """Every rule the issue lists, checked on ``row`` against ``raw`` and ``result``."""
     problems = accounting_problems(row, raw.indices) + token_problems(row, raw)
     problems += result_problems(row, result)
-    info = {i: _status(raw, i) for i in raw.indices}
-    later_keys = _later_keys(raw, info)
+    info = {i: rules.classify(raw.requests.get(i), raw.outcomes.get(i)) for i in raw.indices}
+    consumed = rules.consumed_flags(
+        [
+            (i, message, rules.history_keys(messages) if messages is not None else _NO_KEYS)
+            for i, (_, messages, message) in info.items()
+        ]
+    )
     last_request = max(raw.requests) if raw.requests else -1
     drop = row["drop_reasoning"]
     not_ready_causes: list[str] = [text for _, text in raw.problems]
@@ -118,13 +103,11 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             message = info[i][2] if i in info else None
             if status != "completed" or message is None:
                 problems.append(f"exchange {i}: unconsumed but not completed")
-            elif (
-                _carried(message, later_keys.get(i)) or rules.is_safe(message) or i == last_request
-            ):
+            elif consumed.get(i) or rules.is_safe(message) or i == last_request:
                 problems.append(f"exchange {i}: dropped as unconsumed but it must be kept")
         elif reason != status:
             problems.append(f"exchange {i}: excluded as {reason} but the raw log says {status}")
-        if status == "incomplete" and message_consumed(info, later_keys, i):
+        if status == "incomplete" and consumed.get(i):
             problems.append(f"exchange {i}: incomplete response consumed yet excluded")
 
     try:
@@ -136,7 +119,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
         i = step["exchange_index"]
         status, messages, message = info.get(i, ("?", None, None))
         where = f"step {i}"
-        if status not in ("completed", "incomplete") or message is None:
+        if status not in ("completed", "incomplete") or message is None or messages is None:
             problems.append(f"{where}: raw exchange is {status}, not a response")
             continue
         if status == "incomplete":
@@ -153,7 +136,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             problems.append(f"{where}: reasoning kept against the reasoning rule")
         if rules.has_think_conflict(step["response"]):
             not_ready_causes.append(f"{where}: <think> text in content beside reasoning_content")
-        carried = _carried(message, later_keys.get(i))
+        carried = consumed.get(i, False)
         if step["consumed"] != carried:
             problems.append(f"{where}: consumed flag is {step['consumed']}, should be {carried}")
         if not carried and not rules.is_safe(message) and i != last_request:
@@ -211,30 +194,3 @@ def _body(raw: RawRollout, index: int) -> dict[str, Any]:
 
 def _same_body(raw: RawRollout, a: int, b: int) -> bool:
     return a in raw.requests and b in raw.requests and _body(raw, a) == _body(raw, b)
-
-
-def _later_keys(raw: RawRollout, info: dict[int, Any]) -> dict[int, tuple[set[str], set[str]]]:
-    """For each index, the assistant keys carried by requests with a larger index."""
-    keys: dict[int, tuple[set[str], set[str]]] = {}
-    ids: set[str] = set()
-    texts: set[str] = set()
-    for i in sorted(info, reverse=True):
-        keys[i] = (set(ids), set(texts))
-        messages = info[i][1]
-        if isinstance(messages, list):
-            more_ids, more_texts = rules.history_keys(rules.merge_tool_fragments(messages)[0])
-            ids |= more_ids
-            texts |= more_texts
-    return keys
-
-
-def _carried(message: dict[str, Any] | None, keys: Any) -> bool:
-    return (
-        message is not None
-        and keys is not None
-        and rules.carries(rules.consumption_key(message), *keys)
-    )
-
-
-def message_consumed(info: dict[int, Any], later: dict[int, Any], index: int) -> bool:
-    return _carried(info[index][2], later.get(index))
