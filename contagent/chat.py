@@ -7,6 +7,7 @@ finish reason). Nothing here decides what an export keeps; that is
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 #: what :func:`usage_counts` returns, and what the token identity (rule 8) sums.
@@ -68,6 +69,16 @@ def usage_counts(usage: Any) -> dict[str, int] | None:
         "completion_tokens": c,
         "total_tokens": total if _is_count(total) else p + c,
     }
+
+
+def sum_usage(usages: Iterable[dict[str, int] | None]) -> dict[str, int]:
+    """Field-wise sum of normalised usage dicts (as :func:`usage_counts` returns); None adds 0."""
+    total = dict.fromkeys(USAGE_FIELDS, 0)
+    for usage in usages:
+        if usage:
+            for field in USAGE_FIELDS:
+                total[field] += usage[field]
+    return total
 
 
 def _is_count(value: Any) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from contagent.chat import sum_usage
 from contagent.trajectory import branch_conversations
 
 
@@ -15,11 +16,7 @@ def branch_records(
     """The Parquet records of a row, one per branch, in branch order."""
     records = []
     for branch, messages in enumerate(branch_conversations(row["steps"], row["drop_reasoning"])):
-        usage = dict.fromkeys(("prompt_tokens", "completion_tokens", "total_tokens"), 0)
-        for step in row["steps"]:
-            if step["branch"] == branch and step["usage"]:
-                for key in usage:
-                    usage[key] += step["usage"][key]
+        usage = sum_usage(s["usage"] for s in row["steps"] if s["branch"] == branch)
         records.append(
             {
                 "messages": messages,

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contagent.chat import USAGE_FIELDS
+
 
 class TokenCounts(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -14,12 +16,10 @@ class TokenCounts(BaseModel):
     completion_tokens: int = 0
     total_tokens: int = 0
 
-    def add(self, usage: dict[str, Any] | TokenCounts | None) -> None:
+    def add(self, usage: dict[str, Any] | None) -> None:
         if usage is None:
             return
-        if isinstance(usage, TokenCounts):
-            usage = usage.model_dump()
-        for field in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        for field in USAGE_FIELDS:
             value = usage.get(field)
             if isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, field, getattr(self, field) + value)

@@ -23,6 +23,7 @@ import docker.errors
 import orjson
 import requests.exceptions
 
+from contagent.chat import usage_counts
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.records import (
@@ -133,12 +134,13 @@ def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
                 body = rec.get("body")
                 if wire is None and isinstance(body, dict):
                     wire = {k: v for k, v in body.items() if k not in ("messages", "tools")}
-            elif rec.get("type") == "outcome" and isinstance(rec.get("usage"), dict):
-                usage = rec["usage"]
-                totals.with_usage += 1
-                totals.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-                totals.completion_tokens += int(usage.get("completion_tokens") or 0)
-                totals.total_tokens += int(usage.get("total_tokens") or 0)
+            elif rec.get("type") == "outcome":
+                usage = usage_counts(rec.get("usage"))  # as the exporter counts it
+                if usage is not None:
+                    totals.with_usage += 1
+                    totals.prompt_tokens += usage["prompt_tokens"]
+                    totals.completion_tokens += usage["completion_tokens"]
+                    totals.total_tokens += usage["total_tokens"]
     return totals, wire
 
 

@@ -36,9 +36,9 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
     problems = []
     usage = row["token_usage"]
     by_index = {i: raw.usage(i) for i in raw.indices}
-    expect = {"billed": _sum(by_index.values())}
-    expect["selected"] = _sum(by_index.get(s["exchange_index"]) for s in row["steps"])
-    expect["excluded"] = _sum(by_index.get(e["exchange_index"]) for e in row["excluded"])
+    expect = {"billed": chat.sum_usage(by_index.values())}
+    expect["selected"] = chat.sum_usage(by_index.get(s["exchange_index"]) for s in row["steps"])
+    expect["excluded"] = chat.sum_usage(by_index.get(e["exchange_index"]) for e in row["excluded"])
     for part, counts in expect.items():
         if usage[part] != counts:
             problems.append(f"token_usage.{part} is {usage[part]}, the raw log says {counts}")
@@ -49,15 +49,6 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
         if entry.get("usage") != by_index.get(entry["exchange_index"]):
             problems.append(f"exchange {entry['exchange_index']}: usage differs from the raw log")
     return problems
-
-
-def _sum(usages: Any) -> dict[str, int]:
-    total = dict.fromkeys(chat.USAGE_FIELDS, 0)
-    for usage in usages:
-        if usage:
-            for field in chat.USAGE_FIELDS:
-                total[field] += usage[field]
-    return total
 
 
 def result_problems(row: dict[str, Any], result: dict[str, Any]) -> list[str]:

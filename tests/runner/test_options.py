@@ -130,10 +130,14 @@ def test_token_totals_and_wire_params(tmp_path: Path) -> None:
         },
         {"type": "request", "index": 1, "body": {"model": "m", "messages": []}},
         {"type": "outcome", "index": 1, "usage": None},
+        # counted as the exporter counts them: a missing total is the sum, Responses names too
+        {"type": "outcome", "index": 2, "usage": {"prompt_tokens": 5, "completion_tokens": 1}},
+        {"type": "outcome", "index": 3, "usage": {"input_tokens": 7, "output_tokens": 3}},
     ]
     log.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b'\n{"torn')
     totals, wire = token_totals(log)
-    assert (totals.exchanges, totals.with_usage, totals.total_tokens) == (2, 1, 12)
+    assert (totals.exchanges, totals.with_usage, totals.total_tokens) == (2, 3, 28)
+    assert (totals.prompt_tokens, totals.completion_tokens) == (22, 6)
     assert wire == {"model": "m", "temperature": 0.2}
     assert token_totals(tmp_path / "none.jsonl")[0].exchanges == 0
 
