@@ -209,6 +209,15 @@ def test_parquet_mutations_are_caught(samples: Path, tmp_path: Path) -> None:
     forged[0]["tools"] = orjson.dumps([]).decode()
     write(forged)
     assert any("wrong tools" in v.reason for v in validate(out / "results.jsonl").violations)
+    scalars = {"experiment": "other", "model": "other", "reward": -1.0, "passed": None,
+               "num_turns": 99, "num_messages": 99, "prompt_tokens": 1, "completion_tokens": 1,
+               "total_tokens": 1}  # fmt: skip
+    for column, value in scalars.items():  # every filter column is checked, one by one
+        forged = copy.deepcopy(rows)
+        forged[0][column] = value
+        write(forged)
+        reasons = [v.reason for v in validate(out / "results.jsonl").violations]
+        assert any(f"{column} disagrees" in r for r in reasons), column
     write(rows)
     assert validate(out / "results.jsonl").ok
 

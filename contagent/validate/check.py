@@ -9,6 +9,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
+from contagent.chat import sum_usage
 from contagent.errors import ContagentError
 from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
 from contagent.rawlog import read_exchanges, read_result
@@ -119,6 +120,7 @@ def _check_parquet(
         and (options.get("filter", "all") == "all" or r.get("passed") is True)
     }
     found: dict[str, set[int]] = {}
+    convos: dict[str, list[list[dict[str, Any]]]] = {}
     for path in files:
         table = pq.read_table(path)
         if not table.schema.equals(PRIME_SFT_SCHEMA, check_metadata=False):
@@ -140,11 +142,19 @@ def _check_parquet(
             if branch in found.setdefault(rid, set()):
                 report.violations.append(Violation(rollout_id=rid, reason=f"branch {branch} twice"))
             found[rid].add(branch)
-            convos = branch_conversations(row["steps"], row["drop_reasoning"])
-            if branch >= len(convos) or rec["messages"] != convos[branch]:
+            if rid not in convos:
+                convos[rid] = branch_conversations(row["steps"], row["drop_reasoning"])
+            if branch >= len(convos[rid]) or rec["messages"] != convos[rid][branch]:
                 report.violations.append(
                     Violation(
                         rollout_id=rid, reason=f"Parquet branch {branch} differs from the row"
+                    )
+                )
+            for column in _scalar_problems(rec, row):
+                report.violations.append(
+                    Violation(
+                        rollout_id=rid,
+                        reason=f"Parquet branch {branch}: {column} disagrees with the row",
                     )
                 )
             if orjson.loads(rec["tools"]) != branch_tools.get(rid, {}).get(branch, []):
@@ -163,6 +173,18 @@ def _check_parquet(
             report.violations.append(
                 Violation(rollout_id=rid, reason="Parquet lacks branches of a training-ready row")
             )
+
+
+def _scalar_problems(rec: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """The filter columns of one Parquet record that do not follow from its row and messages."""
+    usage = sum_usage(s["usage"] for s in row["steps"] if s["branch"] == rec["branch"])
+    expected = {
+        **{name: row.get(name) for name in ("experiment", "model", "reward", "passed")},
+        "num_turns": sum(1 for m in rec["messages"] if m.get("role") == "assistant"),
+        "num_messages": len(rec["messages"]),
+        **usage,
+    }
+    return [name for name, value in expected.items() if rec.get(name) != value]
 
 
 def _arguments(messages: list[dict[str, Any]]) -> list[Any]:
