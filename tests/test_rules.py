@@ -191,9 +191,8 @@ def test_rule7_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
 
 # -- rule 8 ---------------------------------------------------------------------------
 def test_rule8_token_identity(samples: Path) -> None:
-    from contagent.layout import find_rollouts
-
     from contagent.chat import sum_usage, usage_counts
+    from contagent.layout import find_rollouts
     from contagent.rawlog import read_exchanges
 
     for paths in find_rollouts([samples]):
