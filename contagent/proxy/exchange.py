@@ -18,6 +18,7 @@ import orjson
 from contagent.proxy.downstream import ClientConnection, error_body
 from contagent.proxy.recorder import outcome_record, verbatim
 from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.upstream import DECODED_ENCODINGS
 from contagent.rules import completeness
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ HOP_BY_HOP = frozenset(
 )  # fmt: skip
 #: the proxy frames what it sends to the client itself
 _DROP_RESPONSE = HOP_BY_HOP | {b"content-length"}
-_DECODED = (b"gzip", b"deflate")  # the upstream connection decodes these
 _UNRECORDED = "contagent proxy could not record the response, so it is not passed on"
 
 
@@ -100,7 +100,7 @@ class Exchange:
                 continue
             if low == b"content-type" and value.startswith(b"text/event-stream"):
                 sse = True
-            elif low == b"content-encoding" and value.strip().lower() in _DECODED:
+            elif low == b"content-encoding" and value.strip().lower() in DECODED_ENCODINGS:
                 continue
             out.append((name, value))
         if sse:
@@ -117,12 +117,13 @@ class Exchange:
         if state is None:
             self.body.append(data)
             return
-        if not self.done and b"[DONE]" in data:
+        if not self.done and state.may_end(data):
+            clean = state.at_boundary()  # what the client holds so far ends between events
             state.add(data)
             if state.saw_done():
                 self._record_stream(None)  # on disk before the client sees the end
                 if not self.recorded:
-                    self._withhold_end()
+                    self._withhold_end(clean)
                     return
             self.conn.send(data)
             return
@@ -141,7 +142,7 @@ class Exchange:
             if self.recorded:
                 self.conn.end()
             else:
-                self._withhold_end()
+                self._withhold_end(self.stream.at_boundary())
             return
         data = b"".join(self.body)
         self.body = []
@@ -153,12 +154,19 @@ class Exchange:
         else:
             self.conn.respond_error(500, _UNRECORDED, "proxy_error")
 
-    def _withhold_end(self) -> None:
-        """The stream's outcome is not on disk: end it with an error event, never ``[DONE]``."""
+    def _withhold_end(self, clean: bool) -> None:
+        """The stream's outcome is not on disk: the client must not see its end.
+
+        ``clean``: what the client holds ends between events, so an error event can
+        follow. Otherwise it may hold part of ``[DONE]``, which anything sent after
+        would complete: cut the connection instead.
+        """
         self._drop_upstream()  # nothing more may reach this client's connection
-        # a blank line first ends any event the client holds half of; an extra one is harmless
-        self.conn.send(b"\n\ndata: " + error_body(500, _UNRECORDED, "proxy_error") + b"\n\n")
-        self.conn.end()
+        if clean:
+            self.conn.send(b"data: " + error_body(500, _UNRECORDED, "proxy_error") + b"\n\n")
+            self.conn.end()
+        else:
+            self.conn.abort()
 
     def on_fail(self, message: str, timed_out: bool) -> None:
         if self.gone:
@@ -268,13 +276,26 @@ class _StreamState:
     due: the per-event work then never competes with relaying the next chunk.
     """
 
-    __slots__ = ("asm", "events", "parser", "pending")
+    __slots__ = ("asm", "done_seen", "events", "parser", "pending", "tail")
 
     def __init__(self) -> None:
         self.parser = SSEParser()
         self.asm = StreamAssembler()
         self.events: list[str] = []
         self.pending: list[bytes] = []
+        self.tail = b""  # the stream's last bytes: ``[DONE]`` may be split across reads
+        self.done_seen = False
+
+    def may_end(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` may complete the ``[DONE]`` event, so the record is due first.
+
+        Once ``[DONE]`` has shown up (even split across reads), every later chunk is a
+        candidate until the event is whole: its closing blank line may come on its own.
+        """
+        if not self.done_seen:
+            self.done_seen = b"[DONE]" in chunk or b"[DONE]" in self.tail + chunk[:5]
+            self.tail = chunk[-5:] if len(chunk) >= 5 else (self.tail + chunk)[-5:]
+        return self.done_seen
 
     def add(self, chunk: bytes) -> None:
         self.pending.append(chunk)

@@ -29,6 +29,9 @@ from contagent.errors import ContagentError
 
 log = logging.getLogger(__name__)
 
+#: content encodings an upstream answer is decoded from, for the record and the client alike
+DECODED_ENCODINGS = (b"gzip", b"deflate")
+
 #: keep-alive connections idle (nothing read) longer than this are closed, not reused, so a
 #: request is not sent down a connection the server is closing (uvicorn: 5 s)
 IDLE_REUSE_S = 4.0
@@ -164,7 +167,7 @@ class UpstreamConnection(asyncio.Protocol):
             low = name.lower()
             if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value):
                 framed = True
-            elif low == b"content-encoding" and value.strip().lower() in (b"gzip", b"deflate"):
+            elif low == b"content-encoding" and value.strip().lower() in DECODED_ENCODINGS:
                 # asked for identity; decode anyway so the record and client get plain bytes
                 self.decoder = zlib.decompressobj(wbits=47)
         no_body = sink.head_only or status in (204, 304) or status < 200
@@ -193,16 +196,16 @@ class UpstreamConnection(asyncio.Protocol):
     def _finish(self, reuse: bool) -> None:
         self._deliver()
         sink, self.sink = self.sink, None
-        if sink is not None:
-            sink.upstream = None  # its client's back-pressure must not reach the next request
+        if sink is None:  # the exchange dropped (aborted) this connection on the last piece
+            return
+        sink.upstream = None  # its client's back-pressure must not reach the next request
         self.resume_reading()
         self._cancel_timer()
         if reuse:
             self.pool.release(self)
         else:
             self._discard()
-        if sink is not None:
-            sink.on_end()
+        sink.on_end()
 
     def _fail(self, message: str, timed_out: bool) -> None:
         self._deliver()  # what arrived before the fault still reaches client and record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -149,3 +150,31 @@ def dechunk(rest: bytes) -> bytes:
         data += rest[:n]
         rest = rest[n + 2 :]
     return data
+
+
+def wait_for(pred, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def fail_outcomes(
+    proxy: RunningProxy, monkeypatch: Any, only: str | None = None
+) -> dict[str, bool]:
+    """Make the proxy's outcome appends fail (as on a full disk) while ``flag["on"]``,
+    for every rollout or ``only`` one."""
+    from contagent.proxy.recorder import RecordError
+
+    recorder = proxy.proxy.recorder
+    real_append = recorder.append
+    flag = {"on": True}
+
+    def append(rollout_id: str, record: dict[str, Any]) -> None:
+        if flag["on"] and record["type"] == "outcome" and only in (None, rollout_id):
+            raise RecordError("cannot append: No space left on device")
+        real_append(rollout_id, record)
+
+    monkeypatch.setattr(recorder, "append", append)
+    return flag

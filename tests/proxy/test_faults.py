@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from contagent.testing.llm_stub import Error, Raw, Reply, Reset
-from tests.proxy.conftest import client, exchanges, http
+from tests.proxy.conftest import client, exchanges, fail_outcomes, http, wait_for
 
 MSGS = [{"role": "user", "content": "hi"}]
 
@@ -18,14 +18,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(pred, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def test_upstream_refused_gives_502(proxy_factory, tmp_path):
@@ -202,23 +194,6 @@ def test_retries_are_the_agents_and_all_recorded(stub_factory, proxy_factory, tm
     assert len(stub.requests) == 2  # the proxy itself never retried
 
 
-def _outcomes_fail(proxy, monkeypatch) -> dict[str, bool]:
-    """Make the proxy's outcome appends fail (as on a full disk) while ``flag["on"]``."""
-    from contagent.proxy.recorder import RecordError
-
-    recorder = proxy.proxy.recorder
-    real_append = recorder.append
-    flag = {"on": True}
-
-    def append(rollout_id, record):
-        if flag["on"] and record["type"] == "outcome":
-            raise RecordError("cannot append: No space left on device")
-        real_append(rollout_id, record)
-
-    monkeypatch.setattr(recorder, "append", append)
-    return flag
-
-
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_answer_whose_outcome_cannot_be_recorded_is_not_passed_on(
     stub_factory, proxy_factory, tmp_path, monkeypatch, stream
@@ -229,7 +204,7 @@ def test_an_answer_whose_outcome_cannot_be_recorded_is_not_passed_on(
         [Reply(content="unrecorded", chunks=4, chunk_delay=0.02), Reply(content="recorded")]
     )
     proxy = proxy_factory(stub.url)
-    flag = _outcomes_fail(proxy, monkeypatch)
+    flag = fail_outcomes(proxy, monkeypatch)
     c = client(proxy)
     if stream:
         seen = []
@@ -246,3 +221,41 @@ def test_an_answer_whose_outcome_cannot_be_recorded_is_not_passed_on(
     pairs = exchanges(tmp_path / "records", "r1")
     assert [(r["index"], o and o["outcome"]) for r, o in pairs] == [(0, None), (1, "completed")]
     assert len(stub.requests) == 2  # the first did go upstream: it was recorded first
+
+
+_ONE_PIECE_STREAM = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":'
+    b'[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_a_withheld_stream_end_does_not_pool_its_dropped_connection(
+    stub_factory, proxy_factory, tmp_path, monkeypatch
+):
+    """The whole stream in one read, its end withheld (outcome not written): the upstream
+    connection it dropped must not be handed to the request queued behind it."""
+    import threading
+
+    stub = stub_factory(
+        [Raw(_ONE_PIECE_STREAM, content_type="text/event-stream", delay=0.5), Reply(content="next")]
+    )
+    proxy = proxy_factory(stub.url, max_connections=1)
+    fail_outcomes(proxy, monkeypatch, only="r1")
+    errors: list[Exception] = []
+
+    def first() -> None:
+        try:
+            list(client(proxy, "r1").chat.completions.create(model="m", messages=MSGS, stream=True))
+        except openai.APIError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=first)
+    t.start()
+    wait_for(lambda: len(stub.requests) == 1)
+    answer = client(proxy, "r2").chat.completions.create(model="m", messages=MSGS)  # queued
+    t.join(10)
+    assert answer.choices[0].message.content == "next"
+    assert errors and "could not record the response" in str(errors[0])
+    [(_, out)] = exchanges(tmp_path / "records", "r2")
+    assert out["outcome"] == "completed"

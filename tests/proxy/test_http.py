@@ -395,3 +395,37 @@ def test_idle_upstream_connections_are_reused_only_while_fresh(
         client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert peers[0] != peers[1], "a connection idle past the limit is not reused"
     assert peers[1] == peers[2], "a fresh idle connection is"
+
+
+@pytest.mark.parametrize("split", [b"data: [DO", b"data: [DONE]\n"])
+def test_a_done_event_split_across_reads_still_waits_for_the_record(
+    odd_upstream, proxy_factory, tmp_path, monkeypatch, split
+):
+    """``[DONE]`` cut by a read boundary (in the token, or before its closing blank line):
+    the outcome must still be on disk before the client sees the end. Here it cannot be
+    written and the client holds part of the event, so the connection is cut: the client
+    gets a connection error, not a clean finish."""
+    import asyncio
+
+    from tests.proxy.conftest import fail_outcomes
+
+    event = (
+        b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":'
+        b'[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+    )
+    done = b"data: [DONE]\n\n"
+
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in (event + split, done[len(split) :]):
+            await resp.write(piece)
+            await asyncio.sleep(0.1)  # two reads on the proxy's side
+        await resp.write_eof()
+        return resp
+
+    proxy = proxy_factory(odd_upstream(handler).url)
+    fail_outcomes(proxy, monkeypatch)
+    with pytest.raises(openai.APIConnectionError):
+        list(client(proxy).chat.completions.create(model="m", messages=MSGS, stream=True))
