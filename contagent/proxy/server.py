@@ -46,7 +46,7 @@ _DROP_REQUEST = HOP_BY_HOP | {
     b"expect",
 }
 _SAFE = {name.encode(): name for name in SAFE_HEADERS}
-_USAGE_ROUTES = ("/chat/completions", "/completions")
+_USAGE_ROUTES = ("/completions",)  # ends /v1/chat/completions and /v1/completions
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 #: a request body larger than this gets 413 (OpenHands' largest are a few MB)
 MAX_BODY = 256 * 1024 * 1024

@@ -170,6 +170,32 @@ def test_responses_api_stream_takes_the_completed_response(stub_factory, proxy_f
     )
 
 
+def test_legacy_completions_stream_is_forwarded_reassembled_and_asked_for_usage(
+    stub_factory, proxy_factory, tmp_path
+):
+    """``/v1/completions`` is one of the routes the issue names: usage is requested on its
+    streams too, and the text is reassembled into the outcome."""
+    chunks = [
+        {"id": "t", "object": "text_completion", "created": 0, "model": "m",
+         "choices": [{"index": 0, "text": t, "finish_reason": f, "logprobs": None}]}
+        for t, f in (("Hel", None), ("lo", "stop"))
+    ]  # fmt: skip
+    usage = {"prompt_tokens": 2, "completion_tokens": 2, "total_tokens": 4}
+    final = {"id": "t", "object": "text_completion", "created": 0, "model": "m", "choices": [],
+             "usage": usage}  # fmt: skip
+    stub = stub_factory([Events([json.dumps(c) for c in [*chunks, final]] + ["[DONE]"])])
+    proxy = proxy_factory(stub.url)
+    got = list(client(proxy).completions.create(model="m", prompt="say hello", stream=True))
+    assert "".join(c.choices[0].text for c in got if c.choices) == "Hello"
+    assert stub.requests[0].json["stream_options"] == {"include_usage": True}
+    [(req, out)] = exchanges(tmp_path / "records", "r1")
+    assert req["path"] == "/v1/completions" and req["body"]["prompt"] == "say hello"
+    assert req["upstream_changes"] == ["stream_options.include_usage"]
+    assert "stream_options" not in req["body"]  # the body as the client sent it
+    assert out["outcome"] == "completed" and out["usage"] == usage
+    assert out["response"]["choices"] == [{"index": 0, "text": "Hello", "finish_reason": "stop"}]
+
+
 def test_secrets_never_recorded_and_upstream_gets_its_own_key(
     stub_factory, proxy_factory, tmp_path
 ):

@@ -216,7 +216,7 @@ def test_an_answer_whose_outcome_cannot_be_recorded_is_not_passed_on(
         with pytest.raises(openai.InternalServerError, match="could not record the response"):
             c.chat.completions.create(model="m", messages=MSGS)
     flag["on"] = False
-    again = c.chat.completions.create(model="m", messages=MSGS)  # same keep-alive connection
+    again = c.chat.completions.create(model="m", messages=MSGS)  # the same client carries on
     assert again.choices[0].message.content == "recorded"
     pairs = exchanges(tmp_path / "records", "r1")
     assert [(r["index"], o and o["outcome"]) for r, o in pairs] == [(0, None), (1, "completed")]
