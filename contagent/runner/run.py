@@ -69,6 +69,15 @@ def _prepare(
     paths: RunPaths, plans: list[RolloutPlan], resume: bool
 ) -> tuple[list[RolloutPlan], list[RolloutResult]]:
     """Which rollouts still need running; with --resume, unfinished attempts are moved aside."""
+    by_name: dict[str, RolloutPlan] = {}
+    for plan in plans:
+        other = by_name.setdefault(plan.name, plan)
+        if other is not plan:  # e.g. experiment `a` repeated, beside an experiment `a_r1`
+            raise ContagentError(
+                f"rollout id {plan.name!r} would name two rollouts (experiment "
+                f"{other.experiment.name!r} #{other.repeat_index} and {plan.experiment.name!r} "
+                f"#{plan.repeat_index}): they would share a log folder; rename an experiment"
+            )
     todo: list[RolloutPlan] = []
     done: list[RolloutResult] = []
     for plan in plans:

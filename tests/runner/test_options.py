@@ -158,6 +158,15 @@ def test_verdicts(outcome: dict, timed_out: bool, cancelled: bool, status: str) 
     assert _verdict(outcome, timed_out, cancelled, 0)[0] == status
 
 
+def test_rollout_ids_that_would_collide_are_refused(tmp_path: Path) -> None:
+    a = load_experiment(write_experiment(tmp_path / "exps", "a", {"task": "t"}), None)
+    a_r1 = load_experiment(write_experiment(tmp_path / "exps", "a_r1", {"task": "t"}), None)
+    plans = [RolloutPlan(a, 0), RolloutPlan(a, 1), RolloutPlan(a_r1, 0)]
+    with pytest.raises(ContagentError, match="'a_r1' would name two rollouts"):
+        _prepare(RunPaths(tmp_path / "logs"), plans, resume=False)
+    assert not (tmp_path / "logs").exists()  # refused before anything was made
+
+
 def test_existing_rollouts_need_resume_and_resume_skips_finished(tmp_path: Path) -> None:
     exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
     plans = [RolloutPlan(exp, 0), RolloutPlan(exp, 1)]
