@@ -28,21 +28,17 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _run_script(script: Path, cwd: Path, log: Path, timeout: float | None) -> int:
+def _run_script(script: Path, cwd: Path, log: Path) -> int:
+    # no timeout here: the host kills the whole container at the rollout's timeout
     with log.open("wb") as out:
-        try:
-            return subprocess.run(
-                ["bash", str(script)],
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                timeout=timeout,
-                check=False,
-            ).returncode
-        except subprocess.TimeoutExpired:
-            out.write(f"\n[contagent] {script.name} timed out after {timeout} s\n".encode())
-            return 124
+        return subprocess.run(
+            ["bash", str(script)],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        ).returncode
 
 
 def _llm_kwargs(llm: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +84,9 @@ def _run_agent(settings: dict[str, Any], out: Path, outcome: dict[str, Any]) -> 
     outcome["openhands_version"] = version("openhands-sdk")
     llm_cfg = settings["llm"]
     llm = LLM(
-        api_key=SecretStr(settings.get("api_key") or "contagent-proxy"), **_llm_kwargs(llm_cfg)
+        # the real key stays with the proxy on the host; the agent's is a placeholder
+        api_key=SecretStr("contagent-proxy"),
+        **_llm_kwargs(llm_cfg),
     )
 
     skills: list[Any] = []
@@ -173,7 +171,7 @@ def main(argv: list[str]) -> int:
 
     def script(name: str) -> Callable[[], int]:
         path = Path(settings[f"{name}_script"])
-        return lambda: _run_script(path, workspace, out / f"{name}.log", None)
+        return lambda: _run_script(path, workspace, out / f"{name}.log")
 
     def agent() -> int:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import time
 from collections.abc import Callable
@@ -170,6 +171,7 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
         "task": "Fetch http://web:8080/token.txt and write its content to ~/workspace/result.txt.",
         "services": [{"name": "web", "image": image, "entrypoint_script": "web_entrypoint.sh",
                       "environment": {"TOKEN": "tok-42"}}],
+        "cap_add": ["NET_ADMIN"],  # and no skills, though the skills dir holds one
     }))  # fmt: skip
     (exp / "web_entrypoint.sh").write_text(
         'mkdir -p /srv && printf "%s" "$TOKEN" > /srv/token.txt\n'
@@ -198,8 +200,19 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
             )
         if len(outputs) == 1:
             return terminal(probe.format(port=stub_port[0]))
+        if len(outputs) == 2:
+            return terminal(inside)
         return FINISH
 
+    # what the runner container was given: capabilities, skills, mounts, the Docker socket
+    inside = (
+        'python3 -c "import os;'
+        "print('SOCK', os.path.exists('/var/run/docker.sock'));"
+        "print('CAPEFF', [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]);"
+        "d='/contagent/skills';print('SKILLS', sorted(os.listdir(d)) if os.path.isdir(d) else []);"
+        "print('MOUNTS', sorted({l.split()[4] for l in open('/proc/self/mountinfo')"
+        " if not l.split()[4].startswith(('/proc', '/sys', '/dev'))}))\""
+    )
     stub = stub_factory(play)
     stub_port.append(int(stub.url.rsplit(":", 1)[1]))
     try:
@@ -214,6 +227,14 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
     assert "tok-42" in outputs[0]
     # The LLM server listens on the host; from the rollout network it is not reachable directly.
     assert "DIRECT BLOCKED" in outputs[1]
+    seen = dict(line.split(" ", 1) for line in outputs[2].splitlines() if " " in line)
+    assert seen["SOCK"] == "False"  # no Docker socket
+    assert int(seen["CAPEFF"], 16) >> 12 & 1  # CAP_NET_ADMIN (bit 12), as cap_add asked
+    assert seen["SKILLS"] == "[]"  # only the skills the experiment lists
+    # nothing of the host's mounted in: only what Docker itself provides
+    mounts = set(ast.literal_eval(seen["MOUNTS"]))
+    docker_own = {"/", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/usr/sbin/docker-init"}
+    assert mounts <= docker_own, mounts
 
 
 def test_malformed_experiment_is_reported_and_others_run_in_parallel(
