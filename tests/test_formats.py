@@ -76,6 +76,24 @@ def test_parquet_loads_with_datasets_and_round_trips(samples: Path, tmp_path: Pa
         assert rec["messages"][-1]["role"] == "assistant"
 
 
+def test_export_folder_loads_by_its_card_and_shards_as_asked(samples: Path, tmp_path: Path) -> None:
+    """The Hub folder as a user loads it: by the folder alone (the card's YAML says where
+    the data is), across the shards ``shard_rows`` asked for, equal to the Parquet rows."""
+    import datasets
+
+    out = tmp_path / "out"
+    summary = export([samples], out, ExportOptions(filter="all", shard_rows=5))
+    shards = sorted((out / "prime-sft" / "data").glob("*.parquet"))
+    n = summary.branches_written
+    assert n > 5 and len(shards) == -(-n // 5)  # ceil(n / 5) shards
+    assert all(pq.read_metadata(f).num_rows <= 5 for f in shards)
+    ds = datasets.load_dataset(str(out / "prime-sft"), split="train")
+    written = [r for f in shards for r in pq.read_table(f).to_pylist()]
+    key = lambda r: (r["rollout_id"], r["branch"])  # noqa: E731
+    assert sorted(ds, key=key) == sorted(written, key=key)
+    assert ds.info.splits["train"].num_examples == n
+
+
 def test_passed_filter_keeps_only_passing_ready_rollouts(samples: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     export([samples], out, ExportOptions(filter="passed"))
