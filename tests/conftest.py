@@ -31,14 +31,30 @@ def samples(tmp_path: Path) -> Path:
     return root
 
 
-def cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run the real ``contagent`` command in a subprocess."""
+def cli(
+    *args: str,
+    check: bool = False,
+    cwd: Path = REPO,
+    env: dict[str, str | None] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``contagent`` command in a subprocess.
+
+    ``env`` is added to this process's environment (``None`` values remove a variable).
+    """
+    environ = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
     proc = subprocess.run(
         [sys.executable, "-m", "contagent", *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
-        timeout=300,
+        cwd=cwd,
+        env=environ,
+        timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"contagent {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")

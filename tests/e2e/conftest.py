@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -19,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from contagent.chat import message_text
 from contagent.runner import docker_ops
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.run import RunSummary, run_experiments
@@ -78,15 +77,8 @@ def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
         stub.stop()
 
 
-def text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-
-
 def tool_outputs(req: StubRequest) -> list[str]:
-    return [text_of(m) for m in req.json["messages"] if m.get("role") == "tool"]
+    return [message_text(m.get("content")) for m in req.json["messages"] if m.get("role") == "tool"]
 
 
 def terminal(command: str) -> Reply:
@@ -148,12 +140,3 @@ def copy_experiment(name: str, dest: Path) -> Path:
     target = dest / name
     shutil.copytree(REPO / "experiments" / name, target)
     return target
-
-
-def cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from contagent.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})},
-    )  # fmt: skip

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BASE_IMAGE, cli
+from tests.conftest import cli
+from tests.e2e.conftest import BASE_IMAGE
 
 pytestmark = pytest.mark.docker
 

@@ -17,7 +17,8 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.schema_gen import SCHEMA_DIR
 from contagent.testing.llm_stub import Reply, RunningStub, Script
-from tests.e2e.conftest import SECRET, cli, copy_experiment, secret_player, tool_outputs
+from tests.conftest import cli
+from tests.e2e.conftest import SECRET, copy_experiment, secret_player, tool_outputs
 
 pytestmark = pytest.mark.docker
 
@@ -251,7 +252,7 @@ def test_malformed_experiment_is_reported_and_others_run_in_parallel(
         "--experiments-dir", str(exps), "--skills-dir", "skills", "--log-dir", str(tmp_path / "logs"),
         "--jobs", "2", "--repeat", "2", "--run-id", run_id, "--timeout", "300",
         "--temperature", "0.5", "--top-p", "0.9", "--reasoning-effort", "low", "--extra-body", '{"top_k": 20}',
-        env={"CONTAGENT_OWNER": owner},
+        env={"CONTAGENT_OWNER": owner}, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr  # a skipped experiment makes the run non-zero
     flat = " ".join(proc.stderr.split())

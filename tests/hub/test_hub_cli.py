@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from fake_hub import FakeHub
 from hub_samples import build_folder
+
+from tests.conftest import cli
 
 REPO = "acme/agent-sft"
 
@@ -19,23 +20,18 @@ def _run(
     args: list[str], hub: FakeHub, tmp_path: Path, token: str | None, command: str = "upload"
 ) -> subprocess.CompletedProcess:
     """``contagent COMMAND ARGS`` in a fresh process whose Hub is the stand-in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    env: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("HF_", "HUGGING_FACE"))
+    }  # nothing of this machine's Hub settings
     env |= {
         "HF_ENDPOINT": hub.url,
         "HF_HOME": str(tmp_path / "hf-home"),  # no saved login
         "HF_HUB_DISABLE_XET": "1",
         "NO_COLOR": "1",
         "COLUMNS": "200",
+        "HF_TOKEN": token,
     }
-    if token is not None:
-        env["HF_TOKEN"] = token
-    return subprocess.run(
-        [sys.executable, "-c", "from contagent.cli import main; main()", command, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return cli(command, *args, env=env)
 
 
 def _assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:

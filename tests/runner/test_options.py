@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -18,14 +16,8 @@ from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstrea
 from contagent.runner.experiment import load_experiment
 from contagent.runner.rollout import RolloutPlan, _verdict, token_totals
 from contagent.runner.run import _prepare
+from tests.conftest import cli
 from tests.runner.conftest import write_experiment
-
-
-def contagent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from contagent.cli import main; main()", *args],
-        capture_output=True, text=True, timeout=120, cwd=cwd,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -50,7 +42,7 @@ def contagent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
 )
 def test_bad_options_give_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "exps").mkdir()
-    proc = contagent("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
+    proc = cli("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
                      "--log-dir", str(tmp_path / "logs"), *args)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -60,7 +52,7 @@ def test_bad_options_give_one_line_errors(tmp_path: Path, args: list[str], messa
 
 
 def test_help_says_network_is_no_longer_used() -> None:
-    proc = contagent("run", "--help")
+    proc = cli("run", "--help")
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     for option in ("--vllm-url", "--served-model-name", "--api-key", "--openhands-image", "--experiments-dir",
@@ -73,7 +65,7 @@ def test_help_says_network_is_no_longer_used() -> None:
 
 def test_all_experiments_bad_exits_1_and_reports(tmp_path: Path) -> None:
     write_experiment(tmp_path / "exps", "broken", None, raw='{"task": 1}')
-    proc = contagent("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
+    proc = cli("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
                      "--log-dir", str(tmp_path / "logs"), "--network", "contagent-net")  # fmt: skip
     assert proc.returncode == 1
     assert "--network contagent-net is no longer used" in proc.stderr
@@ -200,7 +192,7 @@ def test_run_config_rejects_bad_values(tmp_path: Path) -> None:
 
 
 def test_build_refuses_a_missing_ca_bundle(tmp_path: Path) -> None:
-    proc = contagent("build", "--ca-bundle", str(tmp_path / "nope.crt"))
+    proc = cli("build", "--ca-bundle", str(tmp_path / "nope.crt"))
     assert proc.returncode == 2
     assert (
         proc.stderr.strip().splitlines()[-1]
