@@ -64,8 +64,7 @@ def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
             raise ContagentError(f"{run_dir}: no such directory")
         if not run_dir.is_dir():
             raise ContagentError(f"{run_dir}: not a directory")
-        candidates = [run_dir / "exchanges.jsonl", *run_dir.rglob("exchanges.jsonl")]
-        for log in candidates:
+        for log in run_dir.rglob("exchanges.jsonl"):  # the folder's own log included
             if log.is_file():
                 paths = RolloutPaths(log.parent.resolve())
                 found.setdefault(paths.root, paths)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import typer
 
-from contagent.cli._common import console, fail, run_guarded  # noqa: F401
-
 app = typer.Typer(
     name="contagent",
     help="Turn coding-agent runs into training data people can trust.",

@@ -200,7 +200,6 @@ class ExperimentProblem:
     """An experiment that could not be loaded: reported, skipped, the others still run."""
 
     name: str
-    root: Path
     message: str
 
 
@@ -229,5 +228,5 @@ def discover_experiments(
         try:
             loaded.append(load_experiment(root, skills_dir))
         except ContagentError as exc:
-            problems.append(ExperimentProblem(name=root.name, root=root, message=str(exc)))
+            problems.append(ExperimentProblem(name=root.name, message=str(exc)))
     return loaded, problems
