@@ -16,14 +16,14 @@ proxy drops ``Authorization``, ``api-key`` and cookie headers before recording.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION: Literal[1] = 1
 
 Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
-OUTCOMES: tuple[str, ...] = ("completed", "incomplete", "http_error", "upstream_error", "abandoned")
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 #: Request headers that may be recorded (lower-case). Everything else is dropped,
 #: so a new secret-bearing header can never leak by default.
