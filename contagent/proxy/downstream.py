@@ -185,12 +185,10 @@ class ClientConnection(asyncio.Protocol):
         """Answer a request we cannot parse, then close: the stream is out of step."""
         self._refused = True
         self.queue.clear()
+        self.keep_alive = False  # a response in flight closes the connection when it ends
         if not self.busy:
-            self.keep_alive = False
             self.respond(status, [(b"Content-Type", b"application/json")],
                          error_body(status, message, kind))  # fmt: skip
-        else:
-            self.keep_alive = False
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]], framing: bytes) -> bytes:
         parts = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES.get(status, b"Unknown"))]
