@@ -10,8 +10,9 @@ from fake_hub import FakeHub
 from hub_samples import build_folder
 
 from contagent.errors import ContagentError
-from contagent.hub.dataset_folder import EXPORT_SUBDIR
 from contagent.hub.upload import push_export_to_hub, upload_dataset_folder
+
+EXPORT_SUBDIR = "prime-sft"
 
 REPO = "acme/agent-sft"
 
