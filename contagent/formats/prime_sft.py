@@ -104,18 +104,23 @@ USAGE = """\
 ### prime-rl
 
 prime-rl's SFT trainer reads the `messages` column and the JSON `tools` column as they are
-(tool calls included). In the trainer's config:
+(it parses each call's `arguments` itself). In the trainer's config:
 
 ```toml
 [data]
 name = "ORG/NAME"   # or the local folder's path
 splits = ["train"]
+
+[renderer]
+name = "qwen3"      # a typed renderer for your model's family
 ```
 
-- The loss is on assistant turns only by default (prime-rl masks system, user and tool turns).
-- prime-rl renders conversations with a typed renderer for the model family. For a model it has
-  no renderer registered for (Qwen3-Coder among them), name one in the config, e.g.
-  `renderer = "qwen3"`, or the trainer cannot render tool calls.
+- prime-rl turns conversations into tokens with a typed renderer chosen from the model's name.
+  For a model it has no renderer registered for (Qwen3-Coder and fine-tunes among them), name
+  one as above (for example `qwen3`, `qwen3.5`, `llama-3`, `glm-4.5`, `kimi-k2`): the fallback
+  renders with the model's chat template and cannot tell which tokens the model produced.
+- The loss is on assistant turns only by default (`[data.loss_mask]` `assistant = true`,
+  `system`, `user` and `tool` false).
 
 ### TRL
 

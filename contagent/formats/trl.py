@@ -102,15 +102,15 @@ from datasets import load_dataset
 from trl import SFTConfig, SFTTrainer
 
 ds = load_dataset("ORG/NAME", split="train")  # or the local folder's path
-args = SFTConfig(output_dir="out", assistant_only_loss=True, max_length=32768)
+args = SFTConfig(output_dir="sft", assistant_only_loss=True, max_length=16384)
 trainer = SFTTrainer(model="Qwen/Qwen3-0.6B", train_dataset=ds, args=args)
 trainer.train()
 ```
 
 `assistant_only_loss=True` needs a chat template that marks assistant turns with
-`{% generation %}`; TRL ships such templates for several families (for example
-`trl/chat_templates/qwen3_training.jinja`). Pick `max_length` to fit your longest rows
-(`num_messages` and the token columns help to filter).
+`{% generation %}`; TRL swaps in its own training template for the families it knows
+(Qwen2.5, Qwen3, Qwen3.5, GLM-4-MoE, Llama 3, gpt-oss, ...). Pick `max_length` to fit your
+longest rows (`num_messages` and the token columns help to filter); longer rows are cut.
 """
 
 
