@@ -57,11 +57,14 @@ def test_trl_folder_loads_with_objects_and_matches_prime_sft(out: Path) -> None:
     assert seen_calls > 0
 
 
+@pytest.mark.parametrize("shard_rows", [10_000, 5])
 def test_cards_declare_license_size_and_arrow_bytes_as_datasets_computes(
-    out: Path, tmp_path: Path
+    samples: Path, tmp_path: Path, shard_rows: int
 ) -> None:
     import datasets
 
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all", formats=BOTH, shard_rows=shard_rows))
     for name in BOTH:
         meta = metadata_load(out / name / "README.md")
         assert meta is not None
