@@ -150,3 +150,21 @@ def test_the_checks_catch_string_arguments_and_full_sequence_loss(export_dir: Pa
     every_token = {"input_ids": ids, "labels": list(ids)}
     with pytest.raises(AssertionError):
         _assert_trained_on_assistant_turns_only(tok, every_token, row["messages"])
+
+
+@pytest.mark.parametrize("name", ["qwen3_5_nothink", "glm4moe"])
+def test_xml_call_templates_cannot_render_string_arguments(export_dir: Path, name: str) -> None:
+    """Why the trl folder exists: these templates iterate over arguments as a mapping."""
+    from datasets import load_dataset
+
+    chat_template = tiny.template(name)
+    prime = load_dataset(str(export_dir / "prime-sft"), split="train")
+    tok = tiny.tokenizer(["x"], tiny.special_tokens(chat_template), "<|im_end|>", chat_template)
+    row = next(r for r in prime if _calls(r["messages"]))
+    with pytest.raises(Exception, match=r"mapping|items"):
+        tok.apply_chat_template(row["messages"], tools=json.loads(row["tools"]), tokenize=False)
+    trl = load_dataset(str(export_dir / "trl"), split="train")
+    same = next(
+        r for r in trl if (r["rollout_id"], r["branch"]) == (row["rollout_id"], row["branch"])
+    )
+    assert tok.apply_chat_template(same["messages"], tools=same["tools"], tokenize=False)
