@@ -118,3 +118,115 @@ class RunPaths:
     def files_of(self, name: str) -> list[Path]:
         """Everything one rollout writes (for --resume's clean-up of an unfinished attempt)."""
         return [self.log(name), self.result_text(name), self.err(name), self.rollout(name).root]
+
+
+@dataclass(frozen=True)
+class DatasetFolderPaths:
+    """One Hub-ready dataset folder (one training format) inside an export.
+
+    ::
+
+        <root>/                                  e.g. OUT/prime-sft, OUT/trl
+        ├── README.md                            dataset card: YAML (configs, features, splits) + prose
+        └── data/
+            ├── train-00000-of-00002.parquet     shards, named the way the Hub names them
+            └── train-00001-of-00002.parquet
+
+    The card's ``configs`` point the ``train`` split at :data:`SHARD_GLOB`, so
+    ``datasets.load_dataset(folder)`` and ``load_dataset("ORG/NAME")`` read the same files.
+    """
+
+    root: Path
+
+    DATA_DIR = "data"
+    CARD_NAME = "README.md"
+    SHARD_GLOB = "data/train-*"
+    """What the card's ``configs`` declare as the ``train`` split (and what an upload owns)."""
+
+    @property
+    def card(self) -> Path:
+        return self.root / self.CARD_NAME
+
+    @property
+    def data(self) -> Path:
+        return self.root / self.DATA_DIR
+
+    @staticmethod
+    def shard_name(i: int, n: int) -> str:
+        """Path of shard ``i`` of ``n`` inside the folder, as the Hub names it."""
+        if not 0 <= i < n or n > 99_999:
+            raise ValueError(f"no shard {i} of {n}")
+        return f"data/train-{i:05d}-of-{n:05d}.parquet"
+
+    def shards(self) -> tuple[Path, ...]:
+        """The ``data/train-*.parquet`` shards, in order; raise unless they form one set."""
+        if not self.data.is_dir():
+            raise ContagentError(f"{self.root}: no {self.DATA_DIR}/ folder with Parquet shards")
+        found: dict[int, Path] = {}
+        totals: set[int] = set()
+        for entry in self.data.iterdir():
+            if not entry.name.startswith("train-"):
+                continue
+            match = _SHARD.match(entry.name)
+            if not match or not entry.is_file():
+                raise ContagentError(f"{entry}: not a shard named train-NNNNN-of-NNNNN.parquet")
+            found[int(match.group(1))] = entry
+            totals.add(int(match.group(2)))
+        if not found:
+            raise ContagentError(f"{self.data}: no train-NNNNN-of-NNNNN.parquet shards")
+        if len(totals) != 1:
+            counts = ", ".join(str(t) for t in sorted(totals))
+            raise ContagentError(
+                f"{self.data}: shards from different exports are mixed (of {counts})"
+            )
+        (total,) = totals
+        if sorted(found) != list(range(total)):
+            missing = sorted(set(range(total)) - set(found))
+            raise ContagentError(
+                f"{self.data}: shard set of {total} is incomplete (missing {missing})"
+            )
+        return tuple(found[i] for i in range(total))
+
+
+_SHARD = re.compile(r"^train-(\d{5})-of-(\d{5})\.parquet$")
+
+
+@dataclass(frozen=True)
+class ExportPaths:
+    """The tree ``contagent export --out OUT`` writes.
+
+    ::
+
+        <root>/
+        ├── results.jsonl          one row per rollout read (always written)
+        ├── export-summary.json    what the export did (the CLI prints it)
+        ├── prime-sft/             a DatasetFolderPaths per --format given
+        └── trl/
+
+    Files are written under hidden temporary names beside their final ones and
+    renamed when complete.
+    """
+
+    root: Path
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "export-summary.json"
+
+    @staticmethod
+    def staging(final: Path) -> Path:
+        """The temporary name ``final`` is written under before it is renamed into place."""
+        return final.with_name(f".{final.name}.tmp")
+
+    def format_folder(self, name: str) -> DatasetFolderPaths:
+        """The dataset folder of the training format ``name`` (``prime-sft``, ``trl``)."""
+        return DatasetFolderPaths(self.root / safe_segment(name, "format name"))
+
+    @classmethod
+    def of_results(cls, results: Path) -> ExportPaths:
+        """The export tree that holds ``results`` (a ``results.jsonl``)."""
+        return cls(Path(results).parent)

@@ -10,8 +10,8 @@ import orjson
 import pyarrow.parquet as pq
 
 from contagent.exporters.export import ExportOptions, export
-from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
 from contagent.exporters.rows import ResultRow
+from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
 from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
 from contagent.schema_gen import SCHEMA_DIR, generate, render
 from tests.conftest import read_rows
@@ -109,7 +109,7 @@ def test_passed_filter_keeps_only_passing_ready_rollouts(samples: Path, tmp_path
 
 def test_results_format_writes_no_parquet(samples: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    export([samples], out, ExportOptions(format="results"))
+    export([samples], out, ExportOptions(formats=()))
     assert (out / "results.jsonl").exists() and not (out / "prime-sft").exists()
 
 

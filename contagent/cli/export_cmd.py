@@ -19,35 +19,49 @@ def _export(
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
     format: Annotated[
-        str, typer.Option(help="prime-sft (results.jsonl + Parquet) or results.")
-    ] = "prime-sft",
+        list[str] | None,
+        typer.Option(
+            help="Dataset folder to write besides results.jsonl: prime-sft (default) or trl; "
+            "repeat for both. results: results.jsonl alone."
+        ),
+    ] = None,
     filter: Annotated[str, typer.Option(help="Rollouts in the Parquet: passed or all.")] = "passed",
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
     drop_reasoning: Annotated[bool, typer.Option(help="Leave reasoning_content out.")] = False,
     shard_rows: Annotated[int, typer.Option(help="Parquet rows per shard.")] = 10_000,
     push_to_hub: Annotated[
         str | None,
-        typer.Option(help="Then upload OUT/prime-sft to this Hub dataset repo (ORG/NAME)."),
+        typer.Option(
+            help="Then upload the dataset folder (one --format) to this Hub repo (ORG/NAME)."
+        ),
     ] = None,
     hub_private: Annotated[
         bool, typer.Option("--hub-private/--hub-public", help="Visibility if the repo is created.")
     ] = True,
 ) -> None:
-    """Rebuild results.jsonl and Prime-SFT Parquet from raw exchange logs."""
+    """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
     from contagent.exporters.export import ExportOptions, export
+    from contagent.formats import FORMATS
 
-    if format not in ("prime-sft", "results"):
-        fail(f"unknown --format {format!r} (prime-sft or results)")
+    given = format or ["prime-sft"]
+    for name in given:
+        if name != "results" and name not in FORMATS:
+            fail(f"unknown --format {name!r} ({', '.join(FORMATS)} or results)")
+    if "results" in given and len(set(given)) > 1:
+        fail("--format results means results.jsonl alone; leave it out to add dataset folders")
+    formats = tuple(dict.fromkeys(n for n in given if n != "results"))
     if filter not in ("passed", "all"):
         fail(f"unknown --filter {filter!r} (passed or all)")
-    if push_to_hub and format != "prime-sft":
-        fail("--push-to-hub needs --format prime-sft")
+    if push_to_hub and len(formats) != 1:
+        fail(
+            "--push-to-hub uploads one dataset folder: give exactly one --format (prime-sft or trl)"
+        )
     if push_to_hub:
         from contagent.hub.upload import resolve_token
 
         run_guarded(lambda: resolve_token(None))  # no token: fail before any work
     options = ExportOptions(
-        format=format,  # type: ignore[arg-type]
+        formats=formats,
         filter=filter,  # type: ignore[arg-type]
         jobs=jobs,
         drop_reasoning=drop_reasoning,
@@ -93,7 +107,8 @@ def _export(
         from contagent.hub.upload import push_export_to_hub
 
         repo = push_to_hub
-        print_upload(run_guarded(lambda: push_export_to_hub(out, repo, private=hub_private)))
+        name = formats[0]
+        print_upload(run_guarded(lambda: push_export_to_hub(out, repo, name, private=hub_private)))
 
 
 def _validate(

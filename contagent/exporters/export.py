@@ -1,4 +1,4 @@
-"""``contagent export``: raw exchange logs -> results.jsonl (+ Prime-SFT Parquet)."""
+"""``contagent export``: raw exchange logs -> results.jsonl (+ one dataset folder per format)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import orjson
 import pyarrow as pa
 
 from contagent import __version__
 from contagent.errors import ContagentError
-from contagent.exporters.prime_sft import branch_records
+from contagent.exporters.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
 from contagent.exporters.rollout import build_row
 from contagent.exporters.summary import ExportSummary
-from contagent.hub.dataset_folder import (
-    ShardWriter,
-    export_folder,
-    rows_to_batch,
-    write_dataset_card,
-)
-from contagent.layout import RolloutPaths, find_rollouts
+from contagent.formats import FILTER_KEY, FORMATS_KEY, format_named
+from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +30,8 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class ExportOptions:
-    format: Literal["prime-sft", "results"] = "prime-sft"
+    formats: tuple[str, ...] = ("prime-sft",)
+    """Dataset folders to write besides results.jsonl (``prime-sft``, ``trl``); may be empty."""
     filter: Literal["passed", "all"] = "passed"
     jobs: int = 1
     drop_reasoning: bool = False
@@ -46,13 +42,13 @@ class ExportOptions:
 class _Done:
     row_json: bytes
     row: dict[str, Any]  # without steps (kept small across processes)
-    batch: pa.RecordBatch | None  # the rollout's Prime-SFT rows, converted in the worker
+    batches: dict[str, pa.RecordBatch]  # the rollout's rows per format, converted in the worker
     raw_bytes: int
     exchanges: int
 
 
 def _wants_parquet(row: dict[str, Any], options: ExportOptions) -> bool:
-    if options.format != "prime-sft" or not row["training_ready"]:
+    if not options.formats or not row["training_ready"]:
         return False
     return options.filter == "all" or row.get("passed") is True
 
@@ -82,11 +78,14 @@ def _export_one(args: tuple[RolloutPaths, ExportOptions]) -> _Done:
 def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
     done = build_row(paths, drop_reasoning=options.drop_reasoning)
     row = done.row
-    records = branch_records(row, done.branch_tools) if _wants_parquet(row, options) else []
-    batch = rows_to_batch(records) if records else None
+    batches = {}
+    if _wants_parquet(row, options):
+        for name in options.formats:
+            fmt = format_named(name)
+            batches[name] = rows_to_batch(fmt.records(row, done.branch_tools), fmt.schema)
     head = {k: v for k, v in row.items() if k not in ("steps", "tools")}
     head["steps_count"] = len(row["steps"])
-    return _Done(orjson.dumps(row) + b"\n", head, batch, done.raw_bytes, done.exchanges)
+    return _Done(orjson.dumps(row) + b"\n", head, batches, done.raw_bytes, done.exchanges)
 
 
 def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_Done]:
@@ -94,7 +93,7 @@ def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_
     if options.jobs <= 1 or len(work) <= 1:
         yield from map(_export_one, work)
         return
-    if options.format == "prime-sft":
+    if options.formats:
         # pyarrow imports pandas lazily on its first conversion (~0.5 s); pay it once
         # here rather than once in every forked worker.
         rows_to_batch([])
@@ -118,57 +117,80 @@ def export(
     options = options or ExportOptions()
     if options.jobs < 1:
         raise ContagentError("--jobs must be at least 1")
+    formats = [format_named(name) for name in dict.fromkeys(options.formats)]
     rollouts = find_rollouts(run_dirs)
-    out_dir = Path(out_dir)
+    paths = ExportPaths(Path(out_dir))
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        paths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ContagentError(
-            f"{out_dir}: cannot create output directory ({exc.strerror})"
+            f"{paths.root}: cannot create output directory ({exc.strerror})"
         ) from None
     summary = ExportSummary(
         contagent_version=__version__,
         options={**asdict(options), "run_dirs": [str(d) for d in run_dirs]},
-        out_dir=str(out_dir),
+        out_dir=str(paths.root),
     )
-    results = out_dir / "results.jsonl"
-    tmp = out_dir / ".results.jsonl.tmp"
-    writer = None
-    if options.format == "prime-sft":
-        writer = ShardWriter(export_folder(out_dir), max_rows_per_shard=options.shard_rows)
+    tmp = ExportPaths.staging(paths.results)
+    stamp = {
+        FILTER_KEY: options.filter.encode(),
+        FORMATS_KEY: ",".join(f.name for f in formats).encode(),
+    }
+    writers = {
+        f.name: ShardWriter(
+            paths.format_folder(f.name).root,
+            f.schema,
+            max_rows_per_shard=options.shard_rows,
+            metadata=stamp,
+        )
+        for f in formats
+    }
+    try:
+        with open(tmp, "wb") as fh:
+            _write_rows(fh, rollouts, options, writers, summary, progress)
+        for fmt in formats:
+            summary.parquet_files += [str(p) for p in writers[fmt.name].close()]
+            write_dataset_card(paths.format_folder(fmt.name).root, summary, fmt)
+        os.replace(tmp, paths.results)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        for writer in writers.values():
+            writer.abort()
+        raise
+    summary.results_path = str(paths.results)
+    _write_summary(paths, summary)
+    return summary
+
+
+def _write_rows(
+    fh: BinaryIO,
+    rollouts: list[RolloutPaths],
+    options: ExportOptions,
+    writers: dict[str, ShardWriter],
+    summary: ExportSummary,
+    progress: Progress | None,
+) -> None:
     seen_ids: set[str] = set()
     models: set[str] = set()
     experiments: set[str] = set()
-    try:
-        with open(tmp, "wb") as fh:
-            for n, done in enumerate(_results(rollouts, options), start=1):
-                row = done.row
-                if row["rollout_id"] in seen_ids:
-                    raise ContagentError(f"two rollouts share the id {row['rollout_id']!r}")
-                seen_ids.add(row["rollout_id"])
-                fh.write(done.row_json)
-                _tally(summary, done)
-                models.update([row["model"]] if row["model"] else [])
-                experiments.update([row["experiment"]] if row["experiment"] else [])
-                if writer is not None and done.batch is not None:
-                    writer.write_batch(done.batch)
-                    summary.branches_written += done.batch.num_rows
-                    summary.rollouts_written += 1
-                if progress:
-                    progress(n, len(rollouts))
-        summary.models, summary.experiments = sorted(models), sorted(experiments)
-        if writer is not None:
-            summary.parquet_files = [str(p) for p in writer.close()]
-            write_dataset_card(export_folder(out_dir), summary)
-        os.replace(tmp, results)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        if writer is not None:
-            writer.abort()
-        raise
-    summary.results_path = str(results)
-    _write_summary(out_dir, summary)
-    return summary
+    for n, done in enumerate(_results(rollouts, options), start=1):
+        row = done.row
+        if row["rollout_id"] in seen_ids:
+            raise ContagentError(f"two rollouts share the id {row['rollout_id']!r}")
+        seen_ids.add(row["rollout_id"])
+        fh.write(done.row_json)
+        _tally(summary, done)
+        models.update([row["model"]] if row["model"] else [])
+        experiments.update([row["experiment"]] if row["experiment"] else [])
+        for name, batch in done.batches.items():
+            writers[name].write_batch(batch)
+        if done.batches:
+            # Every format holds the same rows: count them once.
+            summary.branches_written += next(iter(done.batches.values())).num_rows
+            summary.rollouts_written += 1
+        if progress:
+            progress(n, len(rollouts))
+    summary.models, summary.experiments = sorted(models), sorted(experiments)
 
 
 def _tally(summary: ExportSummary, done: _Done) -> None:
@@ -188,7 +210,7 @@ def _tally(summary: ExportSummary, done: _Done) -> None:
         getattr(summary.tokens, part).add(row["token_usage"][part])
 
 
-def _write_summary(out_dir: Path, summary: ExportSummary) -> None:
-    tmp = out_dir / ".export-summary.json.tmp"
+def _write_summary(paths: ExportPaths, summary: ExportSummary) -> None:
+    tmp = ExportPaths.staging(paths.summary)
     tmp.write_bytes(orjson.dumps(summary.model_dump(), option=orjson.OPT_INDENT_2))
-    os.replace(tmp, out_dir / "export-summary.json")
+    os.replace(tmp, paths.summary)

@@ -31,12 +31,8 @@ from typing_extensions import Unpack
 
 from contagent import __version__
 from contagent.errors import ContagentError
-from contagent.hub.dataset_folder import (
-    SHARD_GLOB,
-    DatasetFolder,
-    export_folder,
-    read_dataset_folder,
-)
+from contagent.formats.folder import DatasetFolder, read_dataset_folder
+from contagent.layout import DatasetFolderPaths, ExportPaths
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +121,9 @@ def _plan(
             ops.append(CommitOperationAdd(path_in_repo=rel, path_or_fileobj=path))
             uploaded.append(rel)
     # Anything the card's data_files glob would load but the folder lacks is stale.
-    deleted = sorted(p for p in remote if fnmatch.fnmatch(p, SHARD_GLOB) and p not in wanted)
+    deleted = sorted(
+        p for p in remote if fnmatch.fnmatch(p, DatasetFolderPaths.SHARD_GLOB) and p not in wanted
+    )
     ops += [CommitOperationDelete(path_in_repo=p) for p in deleted]
     return ops, uploaded, skipped, deleted
 
@@ -222,7 +220,9 @@ class UploadOptions(TypedDict, total=False):
 
 
 def push_export_to_hub(
-    out_dir: Path, repo_id: str, **options: Unpack[UploadOptions]
+    out_dir: Path, repo_id: str, format: str = "prime-sft", **options: Unpack[UploadOptions]
 ) -> UploadResult:
-    """Upload the dataset folder of the export in ``out_dir`` (``OUT/prime-sft/``)."""
-    return upload_dataset_folder(export_folder(out_dir), repo_id, **options)
+    """Upload the ``format`` dataset folder of the export in ``out_dir`` (``OUT/<format>/``)."""
+    return upload_dataset_folder(
+        ExportPaths(out_dir).format_folder(format).root, repo_id, **options
+    )

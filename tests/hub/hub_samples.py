@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contagent.exporters.dataset_folder import ShardWriter, write_dataset_card
 from contagent.exporters.summary import ExportSummary, TokenCounts, TokenUsage
-from contagent.hub.dataset_folder import ShardWriter, write_dataset_card
+from contagent.formats.prime_sft import PrimeSft
 
 TOOLS = [
     {
@@ -127,5 +128,5 @@ def build_folder(folder: Path, n_rows: int, shard_rows: int) -> list[dict[str, A
     with ShardWriter(folder, max_rows_per_shard=shard_rows) as writer:
         for start in range(0, n_rows, 3):  # several calls, crossing shard boundaries
             writer.write(rows[start : start + 3])
-    write_dataset_card(folder, make_summary(n_rows))
+    write_dataset_card(folder, make_summary(n_rows), PrimeSft())
     return rows

@@ -17,10 +17,10 @@ from hub_samples import build_folder, make_summary, sample_row
 from huggingface_hub import DatasetCard
 from huggingface_hub.repocard import metadata_load
 
-import contagent.hub.dataset_folder as dataset_folder
+import contagent.exporters.dataset_folder as dataset_folder
 from contagent.errors import ContagentError
-from contagent.exporters.prime_sft_schema import COLUMN_DOCS, PRIME_SFT_SCHEMA
-from contagent.hub.dataset_folder import ShardWriter, write_dataset_card
+from contagent.exporters.dataset_folder import ShardWriter, write_dataset_card
+from contagent.formats.prime_sft import COLUMN_DOCS, PRIME_SFT_SCHEMA, PrimeSft
 
 FEATURES = Features.from_arrow_schema(PRIME_SFT_SCHEMA)
 
@@ -66,9 +66,9 @@ def test_card_body_tells_the_reader_what_is_there(tmp_path: Path) -> None:
         "| excluded | 1,000 | 100 | 1,100 |",
         "contagent 0.1.0",
         '"filter": "passed"',
-        "SFTTrainer",
-        'json.loads(row["tools"])',
+        "--format trl",
         "[data]",
+        "renderer",
     ):
         assert needle in text, needle
     for column, doc in COLUMN_DOCS.items():
@@ -80,10 +80,10 @@ def test_card_refuses_a_summary_that_disagrees_with_the_shards(tmp_path: Path) -
     with ShardWriter(tmp_path, max_rows_per_shard=2) as writer:
         writer.write([sample_row(i) for i in range(3)])
     with pytest.raises(ContagentError, match="shards hold 3 rows but the export summary says 5"):
-        write_dataset_card(tmp_path, make_summary(5))
+        write_dataset_card(tmp_path, make_summary(5), PrimeSft())
     assert not (tmp_path / "README.md").exists()
     with pytest.raises(ContagentError, match="no data/ folder"):
-        write_dataset_card(tmp_path / "elsewhere", make_summary(0))
+        write_dataset_card(tmp_path / "elsewhere", make_summary(0), PrimeSft())
 
 
 def test_round_trip_write_load_compare(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_round_trip_write_load_compare(tmp_path: Path) -> None:
 def test_empty_export_loads_with_features_and_no_rows(tmp_path: Path) -> None:
     with ShardWriter(tmp_path):
         pass
-    write_dataset_card(tmp_path, make_summary(0))
+    write_dataset_card(tmp_path, make_summary(0), PrimeSft())
     assert pq.read_table(tmp_path / "data/train-00000-of-00001.parquet").num_rows == 0
     # `datasets` refuses to materialize a split of zero examples ("corresponds to no
     # data"); streaming reads the same files and shows the features.
@@ -120,7 +120,7 @@ def test_re_export_with_stale_card_is_caught_by_datasets(tmp_path: Path) -> None
         writer.write([sample_row(i) for i in range(3)])
     with pytest.raises(Exception, match=r"NonMatchingSplitsSizes|num_examples|expected"):
         load_dataset(str(tmp_path), split="train", cache_dir=str(tmp_path / ".c1"))
-    write_dataset_card(tmp_path, make_summary(3))
+    write_dataset_card(tmp_path, make_summary(3), PrimeSft())
     train = load_dataset(str(tmp_path), split="train", cache_dir=str(tmp_path / ".c2"))
     assert train.num_rows == 3
 

@@ -14,13 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contagent.errors import ContagentError
-from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
-from contagent.hub.dataset_folder import (
-    ShardWriter,
-    list_shards,
-    read_dataset_folder,
-    shard_name,
-)
+from contagent.exporters.dataset_folder import ShardWriter
+from contagent.formats.folder import read_dataset_folder
+from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
+from contagent.layout import DatasetFolderPaths
+
+shard_name = DatasetFolderPaths.shard_name
+
+
+def list_shards(folder: Path) -> tuple[Path, ...]:
+    return DatasetFolderPaths(folder).shards()
 
 
 def _normalized(rows: list[dict]) -> list[dict]:

@@ -10,8 +10,9 @@ from fake_hub import FakeHub
 from hub_samples import build_folder
 
 from contagent.errors import ContagentError
-from contagent.hub.dataset_folder import EXPORT_SUBDIR
 from contagent.hub.upload import push_export_to_hub, upload_dataset_folder
+
+EXPORT_SUBDIR = "prime-sft"
 
 REPO = "acme/agent-sft"
 
@@ -219,3 +220,16 @@ def test_existing_repo_without_write_access_is_refused_before_lfs(
         )
     assert fake_hub.commits == [] and fake_hub.lfs_puts == []
     assert fake_hub.files("other/data") == {}
+
+
+def test_the_trl_folder_of_an_export_uploads_like_prime_sft(
+    samples: Path, tmp_path: Path, fake_hub: FakeHub
+) -> None:
+    from contagent.exporters.export import ExportOptions, export
+
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all", formats=("prime-sft", "trl")))
+    result = push_export_to_hub(out, REPO, "trl", token="hf_write", endpoint=fake_hub.url)
+    assert result.committed
+    assert fake_hub.files(REPO) == _local_files(out / "trl")
+    assert "README.md" in result.files_uploaded

@@ -1,23 +1,15 @@
-"""The Hub-ready dataset folder that ``contagent export`` writes under ``OUT/prime-sft/``.
+"""Write a Hub-ready dataset folder (``layout.DatasetFolderPaths``): shards, then the card.
 
-::
-
-    OUT/prime-sft/
-    ├── README.md                            dataset card: YAML (configs, features, splits) + prose
-    └── data/
-        ├── train-00000-of-00003.parquet     Parquet shards, named the way the Hub names them
-        ├── train-00001-of-00003.parquet
-        └── train-00002-of-00003.parquet
-
-The card's ``configs`` point the default config's ``train`` split at ``data/train-*``,
-so ``datasets.load_dataset(folder)`` and ``load_dataset("ORG/NAME")`` read the same files.
+Shards are written under a hidden staging folder and swapped in whole, so a folder
+never holds a mix of two exports' shards. Each shard's schema metadata records the
+format, the ``--filter`` the rows were chosen by and every format the export wrote,
+so the folder describes itself without the export's summary file.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -28,95 +20,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contagent.errors import ContagentError
-from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
 from contagent.exporters.summary import ExportSummary
+from contagent.formats import Format
+from contagent.formats.folder import parquet_metadata
+from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
+from contagent.layout import DatasetFolderPaths
 
-EXPORT_SUBDIR = "prime-sft"
-"""Name of the dataset folder inside an export's ``OUT`` directory."""
-
-DATA_DIR = "data"
-CARD_NAME = "README.md"
-SHARD_GLOB = "data/train-*"
-"""What the card's ``configs`` declare as the ``train`` split (and what an upload owns)."""
-
-SHARD_RE = re.compile(r"^train-(\d{5})-of-(\d{5})\.parquet$")
+DATA_DIR = DatasetFolderPaths.DATA_DIR
+CARD_NAME = DatasetFolderPaths.CARD_NAME
 
 # A flushed row group is at most this large, so a shard of long conversations is
 # written in pieces instead of being held whole.
 ROW_GROUP_BYTES = 16 * 1024 * 1024
-
-
-def export_folder(out_dir: Path) -> Path:
-    """The dataset folder of the export written to ``out_dir``."""
-    return Path(out_dir) / EXPORT_SUBDIR
-
-
-def shard_name(i: int, n: int) -> str:
-    """Path of shard ``i`` of ``n`` inside the folder, as the Hub names it."""
-    if not 0 <= i < n or n > 99_999:
-        raise ValueError(f"no shard {i} of {n}")
-    return f"{DATA_DIR}/train-{i:05d}-of-{n:05d}.parquet"
-
-
-@dataclass(frozen=True)
-class DatasetFolder:
-    """A dataset folder checked to be complete: a card and one consistent set of shards."""
-
-    root: Path
-    card: Path
-    shards: tuple[Path, ...]
-
-    def relative(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
-
-
-def list_shards(folder: Path) -> tuple[Path, ...]:
-    """The folder's ``data/train-*.parquet`` shards, in order; raise unless they form one set."""
-    folder = Path(folder)
-    data = folder / DATA_DIR
-    if not data.is_dir():
-        raise ContagentError(f"{folder}: no {DATA_DIR}/ folder with Parquet shards")
-    found: dict[int, Path] = {}
-    totals: set[int] = set()
-    for entry in data.iterdir():
-        if not entry.name.startswith("train-"):
-            continue
-        match = SHARD_RE.match(entry.name)
-        if not match or not entry.is_file():
-            raise ContagentError(f"{entry}: not a shard named train-NNNNN-of-NNNNN.parquet")
-        found[int(match.group(1))] = entry
-        totals.add(int(match.group(2)))
-    if not found:
-        raise ContagentError(f"{data}: no train-NNNNN-of-NNNNN.parquet shards")
-    if len(totals) != 1:
-        counts = ", ".join(str(t) for t in sorted(totals))
-        raise ContagentError(f"{data}: shards from different exports are mixed (of {counts})")
-    (total,) = totals
-    if sorted(found) != list(range(total)):
-        missing = sorted(set(range(total)) - set(found))
-        raise ContagentError(f"{data}: shard set of {total} is incomplete (missing {missing})")
-    return tuple(found[i] for i in range(total))
-
-
-def read_dataset_folder(folder: Path) -> DatasetFolder:
-    """Check that ``folder`` is a complete dataset folder (card + readable shards)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ContagentError(f"{folder}: no such dataset folder")
-    card = folder / CARD_NAME
-    if not card.is_file() or card.stat().st_size == 0:
-        raise ContagentError(f"{folder}: no {CARD_NAME} dataset card")
-    shards = list_shards(folder)
-    for shard in shards:
-        _parquet_metadata(shard)
-    return DatasetFolder(root=folder, card=card, shards=shards)
-
-
-def _parquet_metadata(path: Path) -> pq.FileMetaData:
-    try:
-        return pq.read_metadata(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise ContagentError(f"{path}: not a readable Parquet file ({exc})") from exc
 
 
 @dataclass(frozen=True)
@@ -157,18 +72,38 @@ class _KeyPlan:
 def rows_to_batch(rows: list[dict], schema: pa.Schema = PRIME_SFT_SCHEMA) -> pa.RecordBatch:
     """Convert rows to a record batch, refusing any key the schema would silently drop.
 
-    The exporter's worker processes call this so that only compact Arrow data
-    crosses to the process that writes the shards.
+    Values of JSON-typed fields are given as JSON text (their Arrow storage). The
+    exporter's worker processes call this so that only compact Arrow data crosses to
+    the process that writes the shards.
     """
     keys = _key_plan(schema)
-    if not rows:
-        return pa.RecordBatch.from_pylist([], schema=schema)
+    storage = _storage_schema(schema)
     for row in rows:
         keys.check(row, "row")
     try:
-        return pa.RecordBatch.from_pylist(rows, schema=schema)
+        batch = pa.RecordBatch.from_pylist(rows, schema=storage)
+        return batch if storage is schema else batch.cast(schema)
     except (pa.ArrowException, TypeError, ValueError, KeyError) as exc:
         raise ContagentError(f"row does not fit the dataset schema: {exc}") from exc
+
+
+def _storage_type(kind: pa.DataType) -> pa.DataType:
+    if isinstance(kind, pa.BaseExtensionType):
+        return kind.storage_type
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_storage_type(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_storage_type(f.type)) for f in kind])
+    return kind
+
+
+@functools.lru_cache(maxsize=8)
+def _storage_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with extension types (JSON) replaced by their storage types."""
+    storage = pa.schema(
+        [f.with_type(_storage_type(f.type)) for f in schema], metadata=schema.metadata
+    )
+    return schema if storage.equals(schema, check_metadata=True) else storage
 
 
 @functools.lru_cache(maxsize=8)
@@ -192,11 +127,14 @@ class ShardWriter:
         folder: Path,
         schema: pa.Schema = PRIME_SFT_SCHEMA,
         max_rows_per_shard: int = 10_000,
+        metadata: dict[bytes, bytes] | None = None,
     ) -> None:
         if max_rows_per_shard < 1:
             raise ContagentError(f"shard size must be at least 1 row, not {max_rows_per_shard}")
         self.folder = Path(folder)
         self.schema = schema
+        # What every shard's footer says about the export besides the schema's own metadata.
+        self._file_schema = schema.with_metadata({**(schema.metadata or {}), **(metadata or {})})
         self.max_rows_per_shard = max_rows_per_shard
         self.rows_written = 0
         self.paths: list[Path] = []
@@ -267,7 +205,7 @@ class ShardWriter:
             return
         if self._writer is None:
             path = self._staging / f"part-{len(self._staged):05d}.parquet"
-            self._writer = pq.ParquetWriter(path, self.schema)
+            self._writer = pq.ParquetWriter(path, self._file_schema)
             self._staged.append(path)
         self._writer.write_table(pa.Table.from_batches(self._pending, schema=self.schema))
         self._shard_rows += self._pending_rows
@@ -290,7 +228,7 @@ class ShardWriter:
             # An empty export still loads, with the right features and zero rows. The
             # shard has no row group at all: `datasets` cannot read an empty row group.
             path = self._staging / "part-00000.parquet"
-            pq.ParquetWriter(path, self.schema).close()
+            pq.ParquetWriter(path, self._file_schema).close()
             self._staged.append(path)
         n = len(self._staged)
         if n > 99_999:
@@ -298,7 +236,7 @@ class ShardWriter:
             raise ContagentError(
                 f"{n} shards exceed the Hub's 5-digit naming; raise the shard size"
             )
-        names = [shard_name(i, n) for i in range(n)]
+        names = [DatasetFolderPaths.shard_name(i, n) for i in range(n)]
         for staged, name in zip(self._staged, names, strict=True):
             staged.rename(self._staging / Path(name).name)
         self._swap_in()
@@ -329,39 +267,32 @@ class ShardWriter:
         self._state = "closed"
 
 
-def write_dataset_card(
-    folder: Path, summary: ExportSummary, schema: pa.Schema = PRIME_SFT_SCHEMA
-) -> Path:
+def write_dataset_card(folder: Path, summary: ExportSummary, fmt: Format) -> Path:
     """Write ``folder/README.md``: YAML that ``datasets`` and the Hub read, and a readable card.
 
     Call it after the shards are closed and ``summary`` is final: row counts come
     from the shards themselves and must agree with ``summary.branches_written``.
     """
     # `datasets` is a heavy import; the exporter's shard writing does not need it.
-    from contagent.hub.card import render_card
+    from contagent.exporters.card import CardFacts, arrow_bytes, render_card
 
-    folder = Path(folder)
-    shards = list_shards(folder)
-    metas = [_parquet_metadata(p) for p in shards]
-    num_rows = sum(m.num_rows for m in metas)
+    paths = DatasetFolderPaths(Path(folder))
+    shards = paths.shards()
+    num_rows = sum(parquet_metadata(p).num_rows for p in shards)
     if num_rows != summary.branches_written:
         raise ContagentError(
-            f"{folder}: shards hold {num_rows} rows but the export summary says "
+            f"{paths.root}: shards hold {num_rows} rows but the export summary says "
             f"{summary.branches_written} branches were written"
         )
-    text = render_card(
-        summary,
-        schema,
+    facts = CardFacts(
         num_rows=num_rows,
         num_shards=len(shards),
-        num_bytes=sum(
-            m.row_group(g).total_byte_size for m in metas for g in range(m.num_row_groups)
-        ),
+        num_bytes=arrow_bytes(shards, fmt.schema),
         download_size=sum(p.stat().st_size for p in shards),
-        data_files=SHARD_GLOB,
+        data_files=paths.SHARD_GLOB,
     )
-    card = folder / CARD_NAME
-    tmp = folder / f".{CARD_NAME}.{secrets.token_hex(4)}.tmp"
+    text = render_card(summary, fmt, facts)
+    tmp = paths.root / f".{paths.CARD_NAME}.{secrets.token_hex(4)}.tmp"
     tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, card)
-    return card
+    os.replace(tmp, paths.card)
+    return paths.card

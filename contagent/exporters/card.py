@@ -1,0 +1,284 @@
+"""The text of a dataset card: YAML metadata from ``datasets``' own writers, then prose.
+
+The YAML (``configs``, ``dataset_info`` with features and splits) is produced by the
+same classes ``datasets.Dataset.push_to_hub`` uses, so the Hub and ``load_dataset``
+read it exactly as they read a card that ``datasets`` wrote itself (``Json`` features
+included). The body is a list of sections (:data:`SECTIONS`); add one by appending a
+function of :class:`CardContext`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+from datasets import DatasetInfo, Features, SplitDict, SplitInfo
+from datasets.info import DatasetInfosDict
+from datasets.table import table_cast
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from contagent.exporters.summary import ExportSummary
+from contagent.formats import Format
+
+TAGS = ["contagent", "agent-trajectories", "tool-calling", "sft", "code"]
+TASK_CATEGORIES = ["text-generation"]
+LICENSE_NAME = "rollout-terms"
+"""The data's terms are those of the model and tasks that produced it; the card says so."""
+LICENSE_LINK = "README.md"
+
+# The Hub's size buckets (number of rows), smallest first.
+_SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+_SIZES_LARGE = (
+    (10**7, "1M<n<10M"),
+    (10**8, "10M<n<100M"),
+    (10**9, "100M<n<1B"),
+    (10**10, "1B<n<10B"),
+    (10**11, "10B<n<100B"),
+    (10**12, "100B<n<1T"),
+)
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What the shards hold, measured after they were written."""
+
+    num_rows: int
+    num_shards: int
+    num_bytes: int
+    """Arrow bytes of the loaded ``train`` split, computed as ``datasets`` computes them."""
+    download_size: int
+    data_files: str
+
+
+@dataclass(frozen=True)
+class CardContext:
+    summary: ExportSummary
+    fmt: Format
+    facts: CardFacts
+
+
+def size_category(num_rows: int) -> str:
+    for bound, name in (*_SIZES, *_SIZES_LARGE):
+        if num_rows < bound:
+            return name
+    return "n>1T"
+
+
+def arrow_bytes(shards: tuple[Path, ...] | list[Path], schema: pa.Schema) -> int:
+    """The ``train`` split's ``num_bytes`` as ``datasets`` computes it when it loads the shards.
+
+    ``datasets`` reads each row group in batches of the first row group's size, casts
+    each to the features' Arrow schema and sums the tables' ``nbytes``; so does this.
+    """
+    target = Features.from_arrow_schema(schema).arrow_schema
+    file_format = pads.ParquetFileFormat()
+    total = 0
+    for shard in shards:
+        with open(shard, "rb") as fh:
+            whole = file_format.make_fragment(fh)
+            for group in range(whole.num_row_groups):
+                fragment = whole.subset(row_group_ids=[group])
+                size = fragment.row_groups[0].num_rows
+                for batch in fragment.to_batches(batch_size=size, batch_readahead=0):
+                    table = table_cast(pa.Table.from_batches([batch]), target)
+                    total += table_cast(table.combine_chunks(), target).nbytes
+    return total
+
+
+def card_data(fmt: Format, facts: CardFacts) -> DatasetCardData:
+    """The card's YAML metadata: default config with a ``train`` split over ``data_files``."""
+    splits = SplitDict()
+    splits.add(SplitInfo(name="train", num_bytes=facts.num_bytes, num_examples=facts.num_rows))
+    info = DatasetInfo(
+        features=Features.from_arrow_schema(fmt.schema),
+        splits=splits,
+        download_size=facts.download_size,
+        dataset_size=facts.num_bytes,
+    )
+    data = DatasetCardData(
+        license="other",
+        license_name=LICENSE_NAME,
+        license_link=LICENSE_LINK,
+        size_categories=[size_category(facts.num_rows)],
+        task_categories=TASK_CATEGORIES,
+        tags=TAGS,
+        pretty_name=fmt.title,
+    )
+    DatasetInfosDict({"default": info}).to_dataset_card_data(data)
+    MetadataConfigs(
+        {"default": {"data_files": [{"split": "train", "path": facts.data_files}]}}
+    ).to_dataset_card_data(data)
+    return data
+
+
+def render_card(summary: ExportSummary, fmt: Format, facts: CardFacts) -> str:
+    """The whole ``README.md``: front matter and body."""
+    data = card_data(fmt, facts)
+    context = CardContext(summary, fmt, facts)
+    body = "\n\n".join(section(context).strip() for section in SECTIONS) + "\n"
+    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
+
+
+def _cell(value: Any) -> str:
+    """One Markdown table cell: no pipes or newlines from user-given names break the table."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _counts(counts: dict[str, int], what: str) -> str:
+    if not counts:
+        return f"None: no {what}."
+    return _table(("Reason", "Count"), sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) if names else "(not recorded)"
+
+
+def _tokens(summary: ExportSummary) -> str:
+    usage = summary.tokens
+    rows: list[tuple[Any, ...]] = []
+    for label, counts in (
+        ("billed", usage.billed),
+        ("selected", usage.selected),
+        ("excluded", usage.excluded),
+    ):
+        rows.append(
+            (
+                label,
+                f"{counts.prompt_tokens:,}",
+                f"{counts.completion_tokens:,}",
+                f"{counts.total_tokens:,}",
+            )
+        )
+    return _table(("Tokens", "Prompt", "Completion", "Total"), rows)
+
+
+def _columns(fmt: Format) -> str:
+    rows = [
+        (
+            f"`{f.name}`",
+            f"`{f.type}`",
+            "no" if not f.nullable else "yes",
+            fmt.column_docs.get(f.name, ""),
+        )
+        for f in fmt.schema
+    ]
+    return _table(("Column", "Arrow type", "Nullable", "Description"), rows)
+
+
+def _intro(c: CardContext) -> str:
+    return f"""# {c.fmt.title} dataset
+
+Supervised fine-tuning data exported by contagent
+{c.summary.contagent_version} from recorded coding-agent rollouts. Each row is one conversation
+**branch** of a training-ready rollout that passed the export filter: the exchanges the agent
+actually used, merged into OpenAI-format messages with tool calls, plus the tool definitions the
+model saw. A rollout whose history was rewritten (for example condensed) yields several branches."""
+
+
+def _contents(c: CardContext) -> str:
+    summary, facts = c.summary, c.facts
+    rate = summary.pass_rate
+    pass_rate = f"{rate:.1%}" if rate is not None else "n/a (no rollouts)"
+    overview = _table(
+        ("", ""),
+        [
+            (
+                "Rows (conversation branches)",
+                f"{facts.num_rows:,} in {facts.num_shards} Parquet shard(s)",
+            ),
+            ("Rollouts read", f"{summary.rollouts_read:,}"),
+            ("Training-ready rollouts", f"{summary.training_ready:,}"),
+            ("Rollouts with rows here", f"{summary.rollouts_written:,}"),
+            ("Passed rollouts", f"{summary.passed:,} (pass rate {pass_rate})"),
+            (
+                "Exchanges read / steps selected",
+                f"{summary.exchanges_read:,} / {summary.steps_selected:,}",
+            ),
+            ("Repairs (merged tool-output fragments)", f"{summary.repairs:,}"),
+            ("Models", _names(summary.models)),
+            ("Experiments", _names(summary.experiments)),
+        ],
+    )
+    return f"""## What is in it
+
+{overview}
+
+### Rollouts not training-ready, by reason
+
+{_counts(summary.not_ready_reasons, "rollout was set aside")}
+
+### Exchanges excluded from rows, by reason
+
+{_counts(summary.exclusions, "exchange was excluded")}
+
+### Tokens
+
+Billed tokens are every exchange's usage; selected ones are the exchanges kept in rows;
+excluded ones the rest (`selected + excluded == billed`).
+
+{_tokens(summary)}"""
+
+
+def _column_section(c: CardContext) -> str:
+    return f"""## Columns
+
+{_columns(c.fmt)}
+
+{c.fmt.column_notes}"""
+
+
+def _loading(c: CardContext) -> str:
+    return f"""## Loading and training
+
+Replace `ORG/NAME` with this dataset's id, or pass the folder's path to load a local copy.
+
+```python
+from datasets import load_dataset
+
+ds = load_dataset("ORG/NAME", split="train")
+```
+
+{c.fmt.usage}"""
+
+
+def _license(c: CardContext) -> str:
+    return """## License
+
+The conversations were produced by a model working on tasks; their terms of use are those of
+that model's provider and of the tasks' sources. Whoever publishes this dataset states them
+here."""
+
+
+def _provenance(c: CardContext) -> str:
+    options = json.dumps(c.summary.options, indent=2, sort_keys=True, default=str)
+    return f"""## How it was made
+
+Exported with contagent {c.summary.contagent_version} and these options:
+
+```json
+{options}
+```"""
+
+
+SECTIONS: list[Callable[[CardContext], str]] = [
+    _intro,
+    _contents,
+    _column_section,
+    _loading,
+    _license,
+    _provenance,
+]
+"""The card's body, in order."""

@@ -1,0 +1,62 @@
+"""Training formats: each one a module with a :class:`Format` (its Arrow schema and records).
+
+The exporter writes a format's records as a dataset folder; the validator rebuilds the
+same records from the rows and compares. A new format is one new module and one line
+in :data:`FORMATS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from contagent.errors import ContagentError
+from contagent.formats.prime_sft import PrimeSft
+from contagent.formats.trl import Trl
+
+FILTER_KEY = b"contagent.filter"
+"""Parquet metadata key: the ``--filter`` the export chose rows by."""
+
+FORMATS_KEY = b"contagent.formats"
+"""Parquet metadata key: every format the export wrote (comma-separated), so that a
+folder missing beside it is noticed without the export's summary file."""
+
+
+class Format(Protocol):
+    """One training format: a folder ``OUT/<name>/`` of Parquet rows with one schema."""
+
+    name: str
+    """The ``--format`` value and the folder's name."""
+    title: str
+    """The dataset card's title."""
+    schema: pa.Schema
+    column_docs: dict[str, str]
+    column_notes: str
+    usage: str
+    """Markdown for the card: how a trainer takes this folder."""
+
+    def records(
+        self, row: dict[str, Any], branch_tools: dict[int, list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """The Parquet records of a training-ready row, one per branch (JSON columns as text)."""
+        ...
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (PrimeSft(), Trl())}
+
+
+def format_named(name: str) -> Format:
+    """The format called ``name``, or a one-line error listing the known ones."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(FORMATS)
+        raise ContagentError(f"unknown format {name!r} (known: {known})") from None
+
+
+def format_of(schema: pa.Schema) -> str | None:
+    """The format a Parquet file's schema metadata names, if any."""
+    meta = schema.metadata or {}
+    value = meta.get(b"contagent.format")
+    return value.decode() if value else None

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from contagent.exporters.export import ExportOptions, export
+from tests.conftest import REPO
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("CONTAGENT_TRAINER_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(
+        reason="trainer test: pip install -e '.[trainers]' and set CONTAGENT_TRAINER_TESTS=1"
+    )
+    for item in items:
+        if "trainers" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``contagent export data/rollouts --filter all --format prime-sft --format trl``."""
+    out = tmp_path_factory.mktemp("export")
+    export(
+        [REPO / "data" / "rollouts"],
+        out,
+        ExportOptions(filter="all", formats=("prime-sft", "trl")),
+    )
+    return out
