@@ -57,8 +57,9 @@ def render_card(
     num_bytes: int,
     download_size: int,
     data_files: str,
+    charts: list[tuple[str, str]] | None = None,
 ) -> str:
-    """The whole ``README.md``: front matter and body."""
+    """The whole ``README.md``: front matter and body (``charts``: (title, relative path))."""
     data = card_data(
         schema,
         num_rows=num_rows,
@@ -67,6 +68,9 @@ def render_card(
         data_files=data_files,
     )
     body = _body(summary, schema, num_rows=num_rows, num_shards=num_shards)
+    if charts:
+        pictures = "\n\n".join(f"![{_cell(title)}]({path})" for title, path in charts)
+        body = body.replace("\n## Columns\n", f"\n## Charts\n\n{pictures}\n\n## Columns\n", 1)
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
 
 

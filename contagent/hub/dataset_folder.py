@@ -4,6 +4,7 @@
 
     OUT/prime-sft/
     ├── README.md                            dataset card: YAML (configs, features, splits) + prose
+    ├── images/*.png                         the card's charts (contagent.charts)
     └── data/
         ├── train-00000-of-00003.parquet     Parquet shards, named the way the Hub names them
         ├── train-00001-of-00003.parquet
@@ -27,6 +28,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contagent.charts import CHART_DIR, write_card_charts
 from contagent.errors import ContagentError
 from contagent.exporters.prime_sft_schema import PRIME_SFT_SCHEMA
 from contagent.exporters.summary import ExportSummary
@@ -65,6 +67,7 @@ class DatasetFolder:
     root: Path
     card: Path
     shards: tuple[Path, ...]
+    images: tuple[Path, ...] = ()  # the card's charts
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -109,7 +112,8 @@ def read_dataset_folder(folder: Path) -> DatasetFolder:
     shards = list_shards(folder)
     for shard in shards:
         _parquet_metadata(shard)
-    return DatasetFolder(root=folder, card=card, shards=shards)
+    images = tuple(sorted(p for p in (folder / CHART_DIR).glob("*.png") if p.is_file()))
+    return DatasetFolder(root=folder, card=card, shards=shards, images=images)
 
 
 def _parquet_metadata(path: Path) -> pq.FileMetaData:
@@ -349,6 +353,7 @@ def write_dataset_card(
             f"{folder}: shards hold {num_rows} rows but the export summary says "
             f"{summary.branches_written} branches were written"
         )
+    charts = write_card_charts(folder, summary.model_dump())
     text = render_card(
         summary,
         schema,
@@ -359,6 +364,7 @@ def write_dataset_card(
         ),
         download_size=sum(p.stat().st_size for p in shards),
         data_files=SHARD_GLOB,
+        charts=charts,
     )
     card = folder / CARD_NAME
     tmp = folder / f".{CARD_NAME}.{secrets.token_hex(4)}.tmp"
