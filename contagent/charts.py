@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import secrets
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ CHART_DIR = "images"
 """Folder, inside a dataset folder, that holds the card's chart files."""
 
 _COLOR = "#3b6ea5"
+# matplotlib's import and its font and text caches are not thread-safe: draw one chart at a time.
+_LOCK = threading.Lock()
 _MAX_BARS = 20  # a bar chart keeps its largest categories; the rest are summed as "other"
 
 
@@ -61,6 +64,11 @@ def hist(slug: str, title: str, values: Sequence[float], xlabel: str) -> Chart:
 
 def render(chart: Chart, fmt: Literal["svg", "png"] = "svg") -> bytes:
     """Draw ``chart``; the bytes are the same for the same chart (no dates, fixed ids)."""
+    with _LOCK:
+        return _render(chart, fmt)
+
+
+def _render(chart: Chart, fmt: Literal["svg", "png"]) -> bytes:
     from matplotlib.figure import Figure
 
     n = len(chart.labels)
@@ -99,7 +107,10 @@ def _draw_bars(ax: Any, chart: Chart) -> None:
         ax.set_xlim(0, 1.15)
         ax.xaxis.set_major_formatter(lambda x, _pos: f"{x:.0%}")
     else:
+        from matplotlib.ticker import MaxNLocator
+
         ax.set_xlim(0, max(max(chart.values), 1) * 1.18)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(chart.xlabel)
 
 
@@ -112,6 +123,9 @@ def _draw_hist(ax: Any, chart: Chart) -> None:
     ax.hist(chart.values, bins=bins, range=(low, high if high > low else low + 1), color=_COLOR)
     ax.set_xlabel(chart.xlabel)
     ax.set_ylabel("rollouts")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _empty(ax: Any) -> None:

@@ -38,6 +38,7 @@ HEADERS = {
 _STATIC_TYPES = {".css": "text/css", ".js": "text/javascript"}
 SOURCE_KEY = web.AppKey("source", Source)
 CHARTS_KEY = web.AppKey("charts", dict)
+CACHE_KEY = web.AppKey("cache", dict)
 
 
 def _static_files() -> dict[str, tuple[bytes, str]]:
@@ -116,6 +117,18 @@ async def chart_svg(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type="image/svg+xml")
 
 
+def _cached(request: web.Request, name: str, make: Callable[[], Any]) -> Any:
+    """``make()``, computed once per generation of the rows."""
+    cache = request.app[CACHE_KEY]
+    generation = request.app[SOURCE_KEY].generation
+    if cache.get("generation") != generation:
+        cache.clear()
+        cache["generation"] = generation
+    if name not in cache:
+        cache[name] = make()
+    return cache[name]
+
+
 async def list_page(request: web.Request) -> web.Response:
     source = _source(request)
     query = listing.Query.parse(request.query)
@@ -125,7 +138,7 @@ async def list_page(request: web.Request) -> web.Response:
         "list.html",
         page=page,
         columns=listing.COLUMNS,
-        options=listing.options(source.entries),
+        options=_cached(request, "options", lambda: listing.options(source.entries)),
         generation=source.generation,
     )
 
@@ -220,6 +233,7 @@ def make_app(source: Source, *, loopback: bool = True) -> web.Application:
     app = web.Application(middlewares=[guard])
     app[SOURCE_KEY] = source
     app[CHARTS_KEY] = {}
+    app[CACHE_KEY] = {}
     app[STATIC_KEY] = _static_files()
     app[LOOPBACK_KEY] = loopback
     app.router.add_get("/", summary_page)
