@@ -93,7 +93,9 @@ def test_list_sorts_filters_and_leads_to_a_rollout_and_its_raw_exchange(
 
     Select(browser.find_element(By.ID, "f-training_ready")).select_by_visible_text("no")
     WebDriverWait(browser, 30).until(lambda b: "f.training_ready=no" in b.current_url)
-    assert sorted(listed(browser)) == sorted(r for r, row in rows.items() if not row["training_ready"])
+    assert sorted(listed(browser)) == sorted(
+        r for r, row in rows.items() if not row["training_ready"]
+    )
 
     browser.get(export_viewer.url + "rollouts")
     browser.find_element(By.LINK_TEXT, "retries").click()
@@ -101,7 +103,9 @@ def test_list_sorts_filters_and_leads_to_a_rollout_and_its_raw_exchange(
     assert text(browser, "#rid") == "retries"
     assert text(browser, "#counts") == f"{len(row['steps'])} / {len(row['excluded'])}"
     steps = browser.find_elements(By.CSS_SELECTOR, "li.step")
-    assert [s.get_attribute("id") for s in steps] == [f"x{s['exchange_index']}" for s in row["steps"]]
+    assert [s.get_attribute("id") for s in steps] == [
+        f"x{s['exchange_index']}" for s in row["steps"]
+    ]
     for exc in row["excluded"]:
         item = browser.find_element(By.ID, f"x{exc['exchange_index']}")
         assert f"excluded: {exc['reason']}" in item.text
@@ -110,7 +114,9 @@ def test_list_sorts_filters_and_leads_to_a_rollout_and_its_raw_exchange(
     browser.save_screenshot(str(shots / "rollout.png"))
 
     exc = row["excluded"][0]
-    browser.find_element(By.ID, f"x{exc['exchange_index']}").find_element(By.LINK_TEXT, "raw").click()
+    browser.find_element(By.ID, f"x{exc['exchange_index']}").find_element(
+        By.LINK_TEXT, "raw"
+    ).click()
     assert text(browser, "#index") == str(exc["exchange_index"])
     records = [json.loads(line) for line in Path(row["raw_log"]["path"]).read_text().splitlines()]
     wanted = {r["type"]: r for r in records if r["index"] == exc["exchange_index"]}
@@ -124,7 +130,9 @@ def test_reasoning_is_folded_and_repairs_marked(
     rows = {r["rollout_id"]: r for r in read_rows(export_dir / "results.jsonl")}
     browser.get(export_viewer.url + "rollouts/reasoning")
     folded = browser.find_elements(By.CSS_SELECTOR, "details.reasoning")
-    with_reasoning = [s for s in rows["reasoning"]["steps"] if s["response"].get("reasoning_content")]
+    with_reasoning = [
+        s for s in rows["reasoning"]["steps"] if s["response"].get("reasoning_content")
+    ]
     assert len(folded) >= len(with_reasoning) > 0
     assert not any(d.get_attribute("open") for d in folded)
     first = with_reasoning[0]["response"]["reasoning_content"]
@@ -134,7 +142,10 @@ def test_reasoning_is_folded_and_repairs_marked(
 
     browser.get(export_viewer.url + "rollouts/fragments")
     repair = rows["fragments"]["repairs"][0]
-    assert f"merged from {repair['fragments']} fragments" in browser.find_element(By.ID, "timeline").text
+    assert (
+        f"merged from {repair['fragments']} fragments"
+        in browser.find_element(By.ID, "timeline").text
+    )
 
 
 def test_script_in_agent_output_stays_text(
