@@ -169,8 +169,8 @@ def card_charts(summary: Mapping[str, Any]) -> list[Chart]:
         ),
     ]
     tokens = summary.get("tokens")
-    if isinstance(tokens, Mapping):
-        charts.append(bar("tokens", "Tokens (total)", token_totals(tokens), "tokens"))
+    totals = token_totals(tokens if isinstance(tokens, Mapping) else {})
+    charts.append(bar("tokens", "Tokens (total)", totals, "tokens"))
     return charts
 
 

@@ -163,9 +163,17 @@ def test_script_in_agent_output_stays_text(
 def test_log_dir_files_copy_id_and_live_rollouts(
     browser: webdriver.Chrome, run_viewer: Viewer, run_dir: Path
 ) -> None:
+    browser.get(run_viewer.url)
+    assert text(browser, "#n-rollouts") == "17"
     browser.get(run_viewer.url + "rollouts?per=100")
     assert len(listed(browser)) == 17
     browser.find_element(By.LINK_TEXT, "clean_pass").click()
+    raw = browser.find_elements(By.LINK_TEXT, "raw")
+    assert len(raw) == len(browser.find_elements(By.CSS_SELECTOR, "li.step, li.excluded")) > 0
+    raw[-1].click()
+    request = json.loads(text(browser, "#raw-request"))
+    assert request["type"] == "request" and request["index"] == int(text(browser, "#index"))
+    browser.back()
     browser.execute_script(
         "window.__copied = null;"
         "navigator.clipboard.writeText = async (t) => { window.__copied = t; };"
