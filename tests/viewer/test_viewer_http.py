@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import html
 import http.client
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -190,3 +194,23 @@ def test_cli_refuses_a_path_that_is_not_an_export_or_log_dir(tmp_path: Path) -> 
 def test_the_script_probe_is_in_the_row(export_dir: Path) -> None:
     row = next(r for r in read_rows(export_dir / "results.jsonl") if r["rollout_id"] == XSS_ID)
     assert SCRIPT in orjson.dumps(row).decode()
+
+
+def test_cli_serves_until_interrupted(export_dir: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contagent", "view", str(export_dir), "--no-open", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split(" on ", 1)[1].split(" ", 1)[0]
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "rollouts", timeout=30) as resp:
+            assert resp.status == 200 and b">clean_pass</a>" in resp.read()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
