@@ -128,6 +128,7 @@ class DatasetFolderPaths:
 
         <root>/                                  e.g. OUT/prime-sft, OUT/trl
         ├── README.md                            dataset card: YAML (configs, features, splits) + prose
+        ├── images/*.png                         the card's charts (contagent.charts)
         └── data/
             ├── train-00000-of-00002.parquet     shards, named the way the Hub names them
             └── train-00001-of-00002.parquet
@@ -140,6 +141,7 @@ class DatasetFolderPaths:
 
     DATA_DIR = "data"
     CARD_NAME = "README.md"
+    IMAGES_DIR = "images"
     SHARD_GLOB = "data/train-*"
     """What the card's ``configs`` declare as the ``train`` split (and what an upload owns)."""
 
@@ -150,6 +152,14 @@ class DatasetFolderPaths:
     @property
     def data(self) -> Path:
         return self.root / self.DATA_DIR
+
+    @property
+    def images_dir(self) -> Path:
+        return self.root / self.IMAGES_DIR
+
+    def images(self) -> tuple[Path, ...]:
+        """The card's chart files, in name order (none when the folder has no charts)."""
+        return tuple(sorted(p for p in self.images_dir.glob("*.png") if p.is_file()))
 
     @staticmethod
     def shard_name(i: int, n: int) -> str:

@@ -12,13 +12,21 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
+# marker -> (variable that enables it, why it is skipped otherwise)
+_OPT_IN = {
+    "docker": ("CONTAGENT_DOCKER_TESTS", "Docker end-to-end test"),
+    "browser": ("CONTAGENT_BROWSER_TESTS", "browser test (scripts/ci-browser.sh)"),
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("CONTAGENT_DOCKER_TESTS") == "1":
-        return
-    skip = pytest.mark.skip(reason="Docker end-to-end test: set CONTAGENT_DOCKER_TESTS=1")
-    for item in items:
-        if "docker" in item.keywords:
-            item.add_marker(skip)
+    for marker, (variable, what) in _OPT_IN.items():
+        if os.environ.get(variable) == "1":
+            continue
+        skip = pytest.mark.skip(reason=f"{what}: set {variable}=1")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture()

@@ -34,6 +34,10 @@ def _register() -> None:
 
     hub_cmd.register(app)
 
+    from contagent.cli import view_cmd
+
+    view_cmd.register(app)
+
 
 def main() -> None:
     _register()

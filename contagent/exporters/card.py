@@ -54,6 +54,8 @@ class CardFacts:
     """Arrow bytes of the loaded ``train`` split, computed as ``datasets`` computes them."""
     download_size: int
     data_files: str
+    charts: tuple[tuple[str, str], ...] = ()
+    """(title, path relative to the folder) of each chart image the card shows."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def render_card(summary: ExportSummary, fmt: Format, facts: CardFacts) -> str:
     """The whole ``README.md``: front matter and body."""
     data = card_data(fmt, facts)
     context = CardContext(summary, fmt, facts)
-    body = "\n\n".join(section(context).strip() for section in SECTIONS) + "\n"
+    parts = (section(context).strip() for section in SECTIONS)
+    body = "\n\n".join(part for part in parts if part) + "\n"
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
 
 
@@ -232,6 +235,13 @@ excluded ones the rest (`selected + excluded == billed`).
 {_tokens(summary)}"""
 
 
+def _charts(c: CardContext) -> str:
+    if not c.facts.charts:
+        return ""
+    pictures = "\n\n".join(f"![{_cell(title)}]({path})" for title, path in c.facts.charts)
+    return f"## Charts\n\n{pictures}"
+
+
 def _column_section(c: CardContext) -> str:
     return f"""## Columns
 
@@ -276,6 +286,7 @@ Exported with contagent {c.summary.contagent_version} and these options:
 SECTIONS: list[Callable[[CardContext], str]] = [
     _intro,
     _contents,
+    _charts,
     _column_section,
     _loading,
     _license,

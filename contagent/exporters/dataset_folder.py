@@ -19,6 +19,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contagent.charts import write_card_charts
 from contagent.errors import ContagentError
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import Format
@@ -290,6 +291,7 @@ def write_dataset_card(folder: Path, summary: ExportSummary, fmt: Format) -> Pat
         num_bytes=arrow_bytes(shards, fmt.schema),
         download_size=sum(p.stat().st_size for p in shards),
         data_files=paths.SHARD_GLOB,
+        charts=tuple(write_card_charts(paths.root, summary.model_dump())),
     )
     text = render_card(summary, fmt, facts)
     tmp = paths.root / f".{paths.CARD_NAME}.{secrets.token_hex(4)}.tmp"

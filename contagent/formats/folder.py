@@ -19,6 +19,8 @@ class DatasetFolder:
     root: Path
     card: Path
     shards: tuple[Path, ...]
+    images: tuple[Path, ...] = ()
+    """The card's charts, uploaded with it."""
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -42,4 +44,4 @@ def read_dataset_folder(folder: Path) -> DatasetFolder:
     shards = paths.shards()
     for shard in shards:
         parquet_metadata(shard)
-    return DatasetFolder(root=paths.root, card=paths.card, shards=shards)
+    return DatasetFolder(root=paths.root, card=paths.card, shards=shards, images=paths.images())

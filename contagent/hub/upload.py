@@ -113,7 +113,7 @@ def _plan(
     ops: list[CommitOperationAdd | CommitOperationDelete] = []
     uploaded: list[str] = []
     skipped: list[str] = []
-    wanted = {local.relative(p): p for p in (*local.shards, local.card)}
+    wanted = {local.relative(p): p for p in (*local.shards, *local.images, local.card)}
     for rel, path in wanted.items():
         if rel in remote and _local_matches(path, remote[rel]):
             skipped.append(rel)

@@ -55,20 +55,19 @@ def test_upload_then_upload_again(tmp_path: Path, fake_hub: FakeHub) -> None:
     assert proc.returncode == 0, proc.stderr
     (commit,) = fake_hub.commits
     assert commit.summary == "from the CLI"
-    assert sorted(commit.files) == sorted(
-        p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
-    )
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert sorted(commit.files) == files  # shards, card and the card's chart images
     assert fake_hub.repos[REPO].private is True
     assert f"{fake_hub.url}/datasets/{REPO} (private)" in proc.stdout
     assert commit.oid in proc.stdout
-    assert re.search(r"^\s*uploaded\s+4\s*$", proc.stdout, re.M), proc.stdout
+    assert re.search(rf"^\s*uploaded\s+{len(files)}\s*$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^\s*unchanged\s+0\s*$", proc.stdout, re.M), proc.stdout
 
     again = _run([str(folder), "--repo-id", REPO, "--public"], fake_hub, tmp_path, "hf_write")
     assert again.returncode == 0, again.stderr
     assert len(fake_hub.commits) == 1
     assert "none: the Hub already holds these files" in again.stdout
-    assert re.search(r"^\s*unchanged\s+4\s*$", again.stdout, re.M), again.stdout
+    assert re.search(rf"^\s*unchanged\s+{len(files)}\s*$", again.stdout, re.M), again.stdout
 
 
 def test_revision_option(tmp_path: Path, fake_hub: FakeHub) -> None:
