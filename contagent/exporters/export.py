@@ -27,6 +27,7 @@ from contagent.hub.dataset_folder import (
     write_dataset_card,
 )
 from contagent.layout import RolloutPaths, find_rollouts
+from contagent.rules import selected_for_training
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,7 @@ class _Done:
 
 
 def _wants_parquet(row: dict[str, Any], options: ExportOptions) -> bool:
-    if options.format != "prime-sft" or not row["training_ready"]:
-        return False
-    return options.filter == "all" or row.get("passed") is True
+    return options.format == "prime-sft" and selected_for_training(row, options.filter)
 
 
 @contextmanager
@@ -174,6 +173,7 @@ def export(
 def _tally(summary: ExportSummary, done: _Done) -> None:
     row = done.row
     summary.rollouts_read += 1
+    summary.raw_logs.append(row["raw_log"]["path"])
     summary.exchanges_read += done.exchanges
     summary.raw_bytes += done.raw_bytes
     summary.steps_selected += row["steps_count"]
