@@ -236,7 +236,10 @@ def _check_parquet(
                 report.violations.append(Violation(rollout_id=rid, reason=f"branch {branch} twice"))
             found[rid].add(branch)
             if rid not in convos:
-                convos[rid] = branch_conversations(row["steps"], row["drop_reasoning"])
+                try:
+                    convos[rid] = branch_conversations(row["steps"], row["drop_reasoning"])
+                except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+                    convos[rid] = []  # the row's own violations say why its steps do not chain
             if branch >= len(convos[rid]) or rec["messages"] != convos[rid][branch]:
                 report.violations.append(
                     Violation(

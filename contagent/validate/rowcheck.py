@@ -52,6 +52,7 @@ def shape_problem(row: Any) -> str | None:
     ref = row["raw_log"]
     if not (
         isinstance(ref, dict)
+        and set(ref) == {"path", "sha256", "bytes"}
         and isinstance(ref.get("path"), str)
         and isinstance(ref.get("sha256"), str)
     ):
@@ -64,7 +65,52 @@ def shape_problem(row: Any) -> str | None:
             key in ("steps", "excluded", "repairs") and not all(isinstance(v, dict) for v in value)
         ):
             return f"{key} is not a list of objects"
+    for key, shape in (("steps", _STEP), ("excluded", _EXCLUDED)):
+        for pos, entry in enumerate(row[key]):
+            wrong = _wrong_fields(entry, shape)
+            if wrong:
+                return f"{key}[{pos}] has wrong or missing fields: {', '.join(wrong)}"
+    usage = row["token_usage"]
+    if not isinstance(usage, dict) or not all(
+        isinstance(usage.get(part), dict) for part in ("billed", "selected", "excluded")
+    ):
+        return "token_usage is not {billed, selected, excluded}"
     return None
+
+
+_INT = (int,)
+_OPT_INT = (int, type(None))
+_OPT_DICT = (dict, type(None))
+_OPT_STR = (str, type(None))
+_STEP: dict[str, tuple[type, ...]] = {
+    "exchange_index": _INT,
+    "branch": _INT,
+    "extends": _OPT_INT,
+    "messages": (list,),
+    "response": (dict,),
+    "finish_reason": _OPT_STR,
+    "consumed": (bool,),
+    "truncated": (bool,),
+    "usage": _OPT_DICT,
+}
+_EXCLUDED: dict[str, tuple[type, ...]] = {
+    "exchange_index": _INT,
+    "reason": (str,),
+    "duplicate_of": _OPT_INT,
+    "detail": _OPT_STR,
+    "usage": _OPT_DICT,
+}
+
+
+def _wrong_fields(entry: dict[str, Any], shape: dict[str, tuple[type, ...]]) -> list[str]:
+    wrong = [k for k in entry if k not in shape]
+    for key, types in shape.items():
+        value = entry.get(key, ...)
+        if value is ... or not isinstance(value, types) or (
+            isinstance(value, bool) and bool not in types
+        ):
+            wrong.append(key)
+    return wrong
 
 
 def derived_problems(
