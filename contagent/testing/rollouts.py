@@ -136,8 +136,11 @@ class RolloutBuilder:
         self.clock += dt
         return round(self.clock, 3)
 
-    def request(self, *, body: dict[str, Any] | None = None, stream: bool = False) -> int:
-        if body is None:
+    def request(
+        self, *, body: Any = None, stream: bool = False, body_text: str | None = None
+    ) -> int:
+        """Record a request; ``body_text`` records a body the proxy could not parse as JSON."""
+        if body is None and body_text is None:
             # no copies: the record is serialised below, before the history changes
             body = {
                 "messages": self.messages,
@@ -147,7 +150,7 @@ class RolloutBuilder:
             }
             if stream:
                 body["stream"] = True
-        wire = orjson.dumps(body)
+        wire = orjson.dumps(body) if body_text is None else body_text.encode()
         index = self.index
         self.index += 1
         self.lines.append(
@@ -162,7 +165,7 @@ class RolloutBuilder:
                     "path": "/v1/chat/completions",
                     "headers": {"content-type": "application/json", "x-stainless-retry-count": "0"},
                     "body": body,
-                    "body_text": None,
+                    "body_text": body_text,
                     "body_sha256": hashlib.sha256(wire).hexdigest(),
                     "body_bytes": len(wire),
                     "stream": stream,
@@ -228,6 +231,10 @@ class RolloutBuilder:
             "error": error,
         }
         self.lines.append(orjson.dumps(record))
+
+    def raw_line(self, line: bytes) -> None:
+        """Append bytes as one line of the log (a torn write, say)."""
+        self.lines.append(line)
 
     def step(self, message: dict[str, Any], *, consume: bool = True, **outcome: Any) -> int:
         """One completed exchange; the agent then replays the answer unless ``consume=False``."""
