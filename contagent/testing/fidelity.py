@@ -86,6 +86,8 @@ def unanswered_call(b: RolloutBuilder) -> dict[str, Any]:
         )
     )
     b.tool_output("call_1", "terminal", "hunter2")
+    b.step(assistant(None, call("call_3", "terminal", **_ECHO)))
+    b.tool_output("call_3", "terminal", "[exit code 0]")
     _finish(b)
     return PASSED
 
