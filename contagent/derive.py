@@ -105,7 +105,12 @@ def derive_row(
         if decision is None:
             continue  # cannot happen with rules.select; the exporter's accounting check fails closed
         if view.status == "completed" and usage is None:
-            problems.append(("missing_usage", f"completed response {index} has no usage (or only implausible counts)"))
+            problems.append(
+                (
+                    "missing_usage",
+                    f"completed response {index} has no usage (or only implausible counts)",
+                )
+            )
         if not decision.selected:
             excluded.append(
                 {

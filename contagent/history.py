@@ -85,14 +85,20 @@ def message_problems(message: dict[str, Any], where: str) -> list[Problem]:
     kinds = non_text_parts(message.get("content"))
     if kinds:
         problems.append(
-            ("non_text_content", f"{where} has content parts that are not text ({', '.join(kinds)})")
+            (
+                "non_text_content",
+                f"{where} has content parts that are not text ({', '.join(kinds)})",
+            )
         )
     if legacy_function_call(message) is not None or message.get("role") == "function":
         problems.append(("legacy_function_call", f"{where} uses the legacy function_call protocol"))
     bad = [str(c.get("id")) for c in tool_calls(message) if not arguments_parse(call_arguments(c))]
     if bad:
         problems.append(
-            ("bad_tool_arguments", f"{where}: tool call arguments are not a JSON object ({', '.join(bad)})")
+            (
+                "bad_tool_arguments",
+                f"{where}: tool call arguments are not a JSON object ({', '.join(bad)})",
+            )
         )
     return problems
 

@@ -495,5 +495,3 @@ def selected_for_training(row: dict[str, Any], filter: str) -> bool:
     if row.get("training_ready") is not True:
         return False
     return filter == "all" or row.get("passed") is True
-
-

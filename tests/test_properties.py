@@ -267,7 +267,9 @@ def test_a_change_to_any_field_of_any_row_is_caught(samples: Path, tmp_path: Pat
         lambda r: r.update(forged=1),
     ],
 )
-def test_a_malformed_row_is_a_violation_not_a_traceback(samples: Path, tmp_path: Path, edit) -> None:
+def test_a_malformed_row_is_a_violation_not_a_traceback(
+    samples: Path, tmp_path: Path, edit
+) -> None:
     out = tmp_path / "out"
     export([samples / "clean_pass"], out, ExportOptions(filter="all"))
     rows = read_rows(out / "results.jsonl")

@@ -129,7 +129,9 @@ def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
     ]
     fixed, repairs = merge_tool_fragments(msgs)
     assert fixed is msgs and not repairs
-    assert tool_protocol_problems(fixed) == [("tool_protocol", "tool message 3 answers no pending call ('c1')")]
+    assert tool_protocol_problems(fixed) == [
+        ("tool_protocol", "tool message 3 answers no pending call ('c1')")
+    ]
 
 
 # -- rule 5 ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from contagent.layout import RolloutPaths
+from contagent.records import outcome_record, request_record
 
 
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -155,22 +156,20 @@ class RolloutBuilder:
         self.index += 1
         self.lines.append(
             orjson.dumps(
-                {
-                    "schema_version": 1,
-                    "type": "request",
-                    "index": index,
-                    "rollout_id": self.rollout_id,
-                    "time": self._tick(),
-                    "method": "POST",
-                    "path": "/v1/chat/completions",
-                    "headers": {"content-type": "application/json", "x-stainless-retry-count": "0"},
-                    "body": body,
-                    "body_text": body_text,
-                    "body_sha256": hashlib.sha256(wire).hexdigest(),
-                    "body_bytes": len(wire),
-                    "stream": stream,
-                    "upstream_changes": [],
-                }
+                request_record(
+                    index=index,
+                    rollout_id=self.rollout_id,
+                    time=self._tick(),
+                    method="POST",
+                    path="/v1/chat/completions",
+                    headers={"content-type": "application/json", "x-stainless-retry-count": "0"},
+                    body=body,
+                    body_text=body_text,
+                    body_sha256=hashlib.sha256(wire).hexdigest(),
+                    body_bytes=len(wire),
+                    stream=stream,
+                    upstream_changes=[],
+                )
             )
         )
         return index
@@ -210,26 +209,23 @@ class RolloutBuilder:
             if usage:
                 response["usage"] = usage
         started = self._tick(0.01)
-        record = {
-            "schema_version": 1,
-            "type": "outcome",
-            "index": index,
-            "rollout_id": self.rollout_id,
-            "outcome": outcome,
-            "status": status,
-            "client_status": status if status is not None else 502,
-            "started": started,
-            "first_byte": self._tick(0.2) if status is not None else None,
-            "ended": self._tick(1.0),
-            "response": response,
-            "response_text": None,
-            "stream_events": stream_events,
-            "usage": usage or None,
-            "finish_reasons": [c.get("finish_reason") for c in response.get("choices", [])]
+        record = outcome_record(
+            index=index,
+            rollout_id=self.rollout_id,
+            outcome=outcome,
+            status=status,
+            client_status=status if status is not None else 502,
+            started=started,
+            first_byte=self._tick(0.2) if status is not None else None,
+            ended=self._tick(1.0),
+            response=response,
+            stream_events=stream_events,
+            usage=usage or None,
+            finish_reasons=[c.get("finish_reason") for c in response.get("choices", [])]
             if isinstance(response, dict)
             else [],
-            "error": error,
-        }
+            error=error,
+        )
         self.lines.append(orjson.dumps(record))
 
     def raw_line(self, line: bytes) -> None:

@@ -18,6 +18,7 @@ from contagent.testing.fidelity import FIDELITY
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
 from contagent.testing.sample_base import FAILED, PASSED, TASK, Expected, solve
 
+
 def clean_pass(b: RolloutBuilder) -> dict[str, Any]:
     """Rule-abiding run: read the secret, write the answer, finish. Training-ready."""
     solve(b)

@@ -176,7 +176,9 @@ def _set_problems(rows: list[dict[str, Any]], summary: dict[str, Any] | None) ->
     """Exactly one row per rollout the export read."""
     out = []
     ids = Counter(str(r["rollout_id"]) for r in rows)
-    out += [Violation(rollout_id=i, reason=f"{n} rows for one rollout") for i, n in ids.items() if n > 1]
+    out += [
+        Violation(rollout_id=i, reason=f"{n} rows for one rollout") for i, n in ids.items() if n > 1
+    ]
     logs = Counter(r["raw_log"]["path"] for r in rows)
     out += [
         Violation(rollout_id=None, reason=f"{n} rows for the raw log {p}")

@@ -106,8 +106,10 @@ def _wrong_fields(entry: dict[str, Any], shape: dict[str, tuple[type, ...]]) -> 
     wrong = [k for k in entry if k not in shape]
     for key, types in shape.items():
         value = entry.get(key, ...)
-        if value is ... or not isinstance(value, types) or (
-            isinstance(value, bool) and bool not in types
+        if (
+            value is ...
+            or not isinstance(value, types)
+            or (isinstance(value, bool) and bool not in types)
         ):
             wrong.append(key)
     return wrong
