@@ -198,8 +198,8 @@ def has_think_conflict(message: dict[str, Any]) -> bool:
     both = message.get("reasoning_content"), message.get("reasoning")
     if all(isinstance(r, str) and r for r in both) and both[0] != both[1]:
         return True
-    reasoning = both[0] or both[1]
-    return bool(reasoning) and _THINK_OPEN in message_text(message.get("content"))
+    kept = apply_reasoning_policy(message, drop=False)
+    return bool(kept.get("reasoning_content")) and _THINK_OPEN in message_text(kept.get("content"))
 
 
 def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -182,3 +182,9 @@ def test_export_without_its_summary_still_validates(samples: Path, tmp_path: Pat
     export([samples], out, ExportOptions(filter="all"))
     os.remove(out / "export-summary.json")
     assert validate(out / "results.jsonl").ok
+
+
+def test_a_leading_think_block_beside_reasoning_is_no_conflict() -> None:
+    msg = {"role": "assistant", "content": "<think>a</think>b", "reasoning": "a"}
+    assert not rules.has_think_conflict(msg)
+    assert rules.has_think_conflict({**msg, "content": "b <think>a</think>"})

@@ -128,7 +128,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             problems.append(f"{where}: response differs from the raw response")
         if drop and "reasoning_content" in step["response"]:
             problems.append(f"{where}: reasoning kept against the reasoning rule")
-        if rules.has_think_conflict(step["response"]):
+        if rules.has_think_conflict(message):
             not_ready_causes.append(f"{where}: <think> text in content beside reasoning_content")
         carried = consumed.get(i, False)
         if step["consumed"] != carried:
