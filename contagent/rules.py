@@ -9,6 +9,7 @@ fields out of messages and responses.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -495,3 +496,18 @@ def selected_for_training(row: dict[str, Any], filter: str) -> bool:
     if row.get("training_ready") is not True:
         return False
     return filter == "all" or row.get("passed") is True
+
+
+def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
+    """Rule 5: every raw exchange index appears exactly once, in steps or in excluded."""
+    seen = Counter(s["exchange_index"] for s in row["steps"])
+    seen.update(e["exchange_index"] for e in row["excluded"])
+    problems = [f"exchange {i} appears {n} times" for i, n in sorted(seen.items()) if n > 1]
+    raw = set(raw_indices)
+    missing = sorted(raw - seen.keys())
+    extra = sorted(seen.keys() - raw)
+    if missing:
+        problems.append(f"exchanges missing from the row: {missing[:10]}")
+    if extra:
+        problems.append(f"row names exchanges the raw log lacks: {extra[:10]}")
+    return problems

@@ -9,7 +9,7 @@ from contagent.derive import derive_row
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
 from contagent.rawlog import read_exchanges, read_result
-from contagent.validate.invariants import accounting_problems
+from contagent.rules import accounting_problems
 
 
 @dataclass

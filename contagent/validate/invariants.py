@@ -6,29 +6,14 @@ list of human-readable violations, empty when the row is sound.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from contagent import chat, rules
 from contagent.rawlog import RawRollout
+from contagent.rules import accounting_problems
 from contagent.trajectory import request_messages
 
 _NO_KEYS: tuple[frozenset[Any], frozenset[str]] = (frozenset(), frozenset())
-
-
-def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
-    """Rule 5: every raw exchange index appears exactly once, in steps or in excluded."""
-    seen = Counter(s["exchange_index"] for s in row["steps"])
-    seen.update(e["exchange_index"] for e in row["excluded"])
-    problems = [f"exchange {i} appears {n} times" for i, n in sorted(seen.items()) if n > 1]
-    raw = set(raw_indices)
-    missing = sorted(raw - seen.keys())
-    extra = sorted(seen.keys() - raw)
-    if missing:
-        problems.append(f"exchanges missing from the row: {missing[:10]}")
-    if extra:
-        problems.append(f"row names exchanges the raw log lacks: {extra[:10]}")
-    return problems
 
 
 def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
