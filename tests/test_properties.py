@@ -30,6 +30,10 @@ ACTIONS = st.sampled_from(
         "moved_on",
         "upstream_error",
         "reasoning",
+        "parallel",
+        "side_call",
+        "reasoning_alias",
+        "partial",
     ]
 )
 ENDINGS = st.sampled_from(["finish", "text", "crash", "none"])
@@ -67,8 +71,25 @@ def build(rollout_id: str, actions: list[str], ending: str, root: Path) -> None:
             b.step(assistant(None, next_call()), consume=False)
             b.user("continue")
             continue
+        elif action in ("parallel", "partial"):
+            c1, c2 = next_call(), next_call()
+            b.step(assistant(None, c1, c2), consume=action == "parallel")
+            if action == "partial":
+                b.replay(assistant(None, c1))
+            else:
+                b.tool_output(c2["id"], "terminal", "second")
+            b.tool_output(c1["id"], "terminal", "first")
+            continue
+        elif action == "side_call":
+            main = list(b.messages)
+            b.user("Critic: on track?")
+            b.step(assistant("yes"), consume=False)
+            b.messages = main
+            continue
         c = next_call()
         message = assistant("<think>hmm</think>ok" if action == "reasoning" else None, c)
+        if action == "reasoning_alias":
+            message["reasoning"] = "thinking"
         b.step(message)
         b.tool_output(
             c["id"],
