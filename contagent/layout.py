@@ -56,6 +56,11 @@ class RolloutPaths:
         return cls(Path(record_dir) / safe_segment(rollout_id, "rollout id"))
 
 
+def _unreadable(error: OSError) -> None:
+    """A folder that cannot be listed would silently drop its rollouts: stop instead."""
+    raise ContagentError(f"{error.filename}: cannot read ({error.strerror})")
+
+
 def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
     """Every rollout directory at or below each of ``run_dirs``, sorted, deduplicated.
 
@@ -70,7 +75,7 @@ def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
         if not run_dir.is_dir():
             raise ContagentError(f"{run_dir}: not a directory")
         walked: set[tuple[int, int]] = set()
-        for folder, dirs, files in os.walk(run_dir, followlinks=True):
+        for folder, dirs, files in os.walk(run_dir, onerror=_unreadable, followlinks=True):
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in walked:
                 dirs[:] = []

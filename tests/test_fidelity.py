@@ -188,3 +188,18 @@ def test_a_leading_think_block_beside_reasoning_is_no_conflict() -> None:
     msg = {"role": "assistant", "content": "<think>a</think>b", "reasoning": "a"}
     assert not rules.has_think_conflict(msg)
     assert rules.has_think_conflict({**msg, "content": "b <think>a</think>"})
+
+
+def test_an_unreadable_folder_is_an_error_not_a_skip(
+    samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.scandir
+
+    def scandir(path: object = ".") -> object:
+        if str(path).endswith("clean_pass"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(ContagentError, match="clean_pass: cannot read"):
+        find_rollouts([samples])
