@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from contagent.proxy.downstream import ClientConnection, error_body
-from contagent.proxy.recorder import verbatim
+from contagent.proxy.recorder import outcome_record, verbatim
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.proxy.upstream import DECODED_ENCODINGS
-from contagent.records import outcome_record
 from contagent.rules import completeness
 
 if TYPE_CHECKING:

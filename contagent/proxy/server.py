@@ -29,9 +29,9 @@ from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.proxy.downstream import ClientConnection, Request
 from contagent.proxy.exchange import HOP_BY_HOP, Exchange
-from contagent.proxy.recorder import Recorder, RecordError, verbatim
+from contagent.proxy.recorder import Recorder, RecordError, request_record, verbatim
 from contagent.proxy.upstream import UpstreamPool, tls_context
-from contagent.records import SAFE_HEADERS, request_record
+from contagent.records import SAFE_HEADERS
 
 log = logging.getLogger(__name__)
 
