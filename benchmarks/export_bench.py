@@ -14,6 +14,7 @@ raw bytes. Usage: ``python benchmarks/export_bench.py [--gb 1.0] [--dir DIR]``.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import shutil
@@ -77,7 +78,7 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob('exchanges.jsonl')):
 """
 
 
-def timed(cmd: list[str]) -> tuple[float, float, float]:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system, all processes) and peak RSS (MiB) of a command.
 
     CPU seconds make the figures comparable on a machine that other work shares;
@@ -86,7 +87,7 @@ def timed(cmd: list[str]) -> tuple[float, float, float]:
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -98,6 +99,13 @@ def main() -> int:
     parser.add_argument("--gb", type=float, default=1.0, help="corpus size (default 1.0 GB)")
     parser.add_argument("--steps", type=int, default=60, help="exchanges per rollout (default 60)")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the corpus")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also export with the contagent package of this source tree (e.g. a git worktree "
+        "of an earlier commit), each job count right after this tree's run",
+    )
     args = parser.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="contagent-bench-"))
     corpus = work / "corpus"
@@ -117,6 +125,10 @@ def main() -> int:
     rows = []
     wall, cpu, rss = timed([sys.executable, "-c", BARE, str(corpus)])
     rows.append(("bare orjson parse (baseline)", wall, cpu, rss, None, 0.0))
+    sources: list[tuple[str, dict[str, str] | None]] = [("contagent export", None)]
+    if args.baseline_src is not None:
+        base_env = {**os.environ, "PYTHONPATH": str(args.baseline_src.resolve())}
+        sources.append(("baseline export", base_env))
     for jobs in (1, 2):
 
         def export_cmd(src: Path, dst: Path, jobs: int = jobs) -> list[str]:
@@ -134,10 +146,12 @@ def main() -> int:
                 str(jobs),
             ]
 
-        fixed = timed(export_cmd(tiny, work / "tiny-out"))[0]
-        out = work / f"out-{jobs}"
-        wall, cpu, rss = timed(export_cmd(corpus, out))
-        rows.append((f"contagent export --jobs {jobs}", wall, cpu, rss, out, fixed))
+        for label, env in sources:
+            fixed = timed(export_cmd(tiny, work / "tiny-out"), env)[0]
+            out = work / f"out-{label.split()[0]}-{jobs}"
+            shutil.rmtree(out, ignore_errors=True)
+            wall, cpu, rss = timed(export_cmd(corpus, out), env)
+            rows.append((f"{label} --jobs {jobs}", wall, cpu, rss, out, fixed))
     bare_wall, bare_cpu = mb / rows[0][1], mb / rows[0][2]
     print(
         f"\n{'':30}{'MB/s':>8}{'x bare':>8}{'MB/CPU-s':>10}{'x bare':>8}{'start-up s':>12}"

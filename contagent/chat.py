@@ -10,12 +10,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 #: what :func:`usage_counts` returns, and what the token identity (rule 8) sums.
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
+#: content part types that carry text; any other part (image, audio, file) cannot
+#: be written to a string-content training row.
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+#: A tool call's identity: (id, function name, canonical arguments).
+CallKey = tuple[str, str, str]
+
 
 def message_text(content: Any) -> str:
-    """The text of a message ``content``: a string, or a list of ``{type: text}`` parts joined."""
+    """The text of a message ``content``: a string, or its text parts joined with ``"\\n"``.
+
+    vLLM renders list content for string-content chat templates by joining the
+    text parts with a newline, so that is the text the model saw.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -29,8 +42,22 @@ def message_text(content: Any) -> str:
                     parts.append(text)
             elif isinstance(part, str):
                 parts.append(part)
-        return "".join(parts)
+        return "\n".join(parts)
     return str(content)
+
+
+def non_text_parts(content: Any) -> list[str]:
+    """The types of the parts of list ``content`` that are not text (image_url, input_audio, ...)."""
+    if not isinstance(content, list):
+        return []
+    found = []
+    for part in content:
+        if isinstance(part, str):
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in TEXT_PART_TYPES or not isinstance(part.get("text"), str):
+            found.append(str(kind))
+    return found
 
 
 def response_message(response: Any) -> dict[str, Any] | None:
@@ -55,7 +82,11 @@ def finish_reason(response: Any) -> str | None:
 
 
 def usage_counts(usage: Any) -> dict[str, int] | None:
-    """Normalise chat (prompt/completion) or Responses (input/output) usage; None if absent."""
+    """Normalise chat (prompt/completion) or Responses (input/output) usage.
+
+    None when absent or implausible: a count that is negative or not an integer,
+    or a total that is not prompt + completion. Corrupt usage is treated as missing.
+    """
     if not isinstance(usage, dict):
         return None
     prompt: Any = usage.get("prompt_tokens", usage.get("input_tokens"))
@@ -63,12 +94,11 @@ def usage_counts(usage: Any) -> dict[str, int] | None:
     total: Any = usage.get("total_tokens")
     if not (_is_count(prompt) and _is_count(completion)):
         return None
-    p, c = int(prompt), int(completion)
-    return {
-        "prompt_tokens": p,
-        "completion_tokens": c,
-        "total_tokens": total if _is_count(total) else p + c,
-    }
+    if total is None:
+        total = prompt + completion
+    elif not _is_count(total) or total != prompt + completion:
+        return None
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
 
 def sum_usage(usages: Iterable[dict[str, int] | None]) -> dict[str, int]:
@@ -82,7 +112,7 @@ def sum_usage(usages: Iterable[dict[str, int] | None]) -> dict[str, int]:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -94,3 +124,41 @@ def call_name(call: dict[str, Any]) -> str | None:
     function = call.get("function")
     name = function.get("name") if isinstance(function, dict) else None
     return name if isinstance(name, str) else None
+
+
+def call_arguments(call: dict[str, Any]) -> Any:
+    function = call.get("function")
+    return function.get("arguments") if isinstance(function, dict) else None
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Arguments as compact JSON with sorted keys, so key order and spacing do not matter.
+
+    Unparseable argument strings are kept as they are (they then only match themselves).
+    """
+    if isinstance(arguments, str):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    else:
+        value = arguments
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return repr(arguments)
+
+
+def call_key(call: dict[str, Any]) -> CallKey:
+    """A tool call's identity: what the agent must replay for the call to count as executed."""
+    return (
+        str(call.get("id")),
+        str(call_name(call)),
+        canonical_arguments(call_arguments(call)),
+    )
+
+
+def legacy_function_call(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The deprecated ``function_call`` of an assistant message, if it carries one."""
+    fc = message.get("function_call")
+    return fc if isinstance(fc, dict) else None

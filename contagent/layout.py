@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +56,17 @@ class RolloutPaths:
         return cls(Path(record_dir) / safe_segment(rollout_id, "rollout id"))
 
 
+def _unreadable(error: OSError) -> None:
+    """A folder that cannot be listed would silently drop its rollouts: stop instead."""
+    raise ContagentError(f"{error.filename}: cannot read ({error.strerror})")
+
+
 def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
-    """Every rollout directory at or below each of ``run_dirs``, sorted, deduplicated."""
+    """Every rollout directory at or below each of ``run_dirs``, sorted, deduplicated.
+
+    Symbolic links to folders are followed (each real folder is walked once, so a
+    link loop ends); an ``exchanges.jsonl`` link whose target is gone is an error.
+    """
     found: dict[Path, RolloutPaths] = {}
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
@@ -64,10 +74,21 @@ def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
             raise ContagentError(f"{run_dir}: no such directory")
         if not run_dir.is_dir():
             raise ContagentError(f"{run_dir}: not a directory")
-        for log in run_dir.rglob("exchanges.jsonl"):  # the folder's own log included
-            if log.is_file():
-                paths = RolloutPaths(log.parent.resolve())
-                found.setdefault(paths.root, paths)
+        walked: set[tuple[int, int]] = set()
+        for folder, dirs, files in os.walk(run_dir, onerror=_unreadable, followlinks=True):
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in walked:
+                dirs[:] = []
+                continue
+            walked.add((st.st_dev, st.st_ino))
+            dirs.sort()
+            if "exchanges.jsonl" in files:
+                log = Path(folder) / "exchanges.jsonl"
+                if not log.exists():
+                    raise ContagentError(f"{log}: a link to a raw exchange log that does not exist")
+                if log.is_file():
+                    paths = RolloutPaths(log.parent.resolve())
+                    found.setdefault(paths.root, paths)
     if not found:
         names = ", ".join(str(d) for d in run_dirs)
         raise ContagentError(f"no rollout (a folder with exchanges.jsonl) under {names}")

@@ -1,11 +1,12 @@
 """Read one rollout's raw exchange log into memory, checking its integrity.
 
-Reading never trusts the file: a line that is not a JSON object, a record of
-an unknown type, or a torn last line raises :class:`ContagentError` naming the
-file and line. Integrity problems that a crash or a bug can leave behind (an
-index gap, a request without outcome, a duplicated index) are not errors here:
-they are returned as ``problems`` so that the exporter can keep the rollout
-out of training data *with the reason on its row*.
+Reading never trusts the file: a record that is not a JSON object, of an
+unknown type or of a newer ``schema_version`` raises :class:`ContagentError`
+naming the file and line. What a crash or a bug can leave behind (a torn line,
+whether the proxy fenced it off on restart or it is the last line, an index
+gap, a request without outcome, a duplicated index) is not an error here: it is
+returned as ``problems`` so that the exporter keeps the rollout out of training
+data *with the reason on its row*.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import orjson
 
 from contagent.chat import usage_counts
 from contagent.errors import ContagentError
-from contagent.records import OUTCOMES
+from contagent.records import OUTCOMES, SCHEMA_VERSION
 
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
@@ -36,7 +37,7 @@ class RawRollout:
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: (kind, text) of each integrity problem; kinds: duplicate_record, index_gap,
-    #: no_outcome, no_request
+    #: no_outcome, no_request, torn_line
     problems: list[tuple[str, str]] = field(default_factory=list)
 
     def usage(self, index: int) -> dict[str, int] | None:
@@ -62,6 +63,16 @@ def _is_index(value: Any) -> bool:
 _BLANK = frozenset(b" \t\r")
 
 
+def _torn(line: memoryview) -> bool:
+    """A record cut short mid-write: the start of a JSON object that never ends.
+
+    The proxy fences such a line off with a newline when it restarts; a line that
+    does end its object is corruption, not a torn write, and stays an error.
+    """
+    data = bytes(line).rstrip()
+    return data.startswith(b"{") and not data.endswith(b"}")
+
+
 def _lines(data: bytes) -> Iterator[memoryview]:
     """Each newline-terminated line as a view: no copy of a multi-megabyte log."""
     view = memoryview(data)
@@ -74,18 +85,25 @@ def _lines(data: bytes) -> Iterator[memoryview]:
 def parse_exchanges(path: Path, data: bytes) -> RawRollout:
     """Parse the bytes of an exchanges.jsonl file (pure, apart from naming ``path`` in errors)."""
     raw = RawRollout(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-    if data and not data.endswith(b"\n"):
-        last = data.count(b"\n") + 1
-        raise ContagentError(f"{path}:{last}: truncated last line (no newline at end of file)")
-    for lineno, line in enumerate(_lines(data), start=1):
+    lines = _lines(data if data.endswith(b"\n") or not data else data + b"\n")
+    for lineno, line in enumerate(lines, start=1):
         if not line or (line[0] in _BLANK and not bytes(line).strip()):
             continue
         try:
             rec = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise ContagentError(f"{path}:{lineno}: malformed JSON ({exc})") from None
+            if not _torn(line):
+                raise ContagentError(f"{path}:{lineno}: malformed JSON ({exc})") from None
+            raw.problems.append(("torn_line", f"line {lineno} is torn (a write cut short)"))
+            continue
         if not isinstance(rec, dict):
             raise ContagentError(f"{path}:{lineno}: record is not a JSON object")
+        version = rec.get("schema_version", SCHEMA_VERSION)
+        if not _is_index(version) or version > SCHEMA_VERSION:
+            raise ContagentError(
+                f"{path}:{lineno}: schema_version {version!r} is newer than this contagent "
+                f"reads ({SCHEMA_VERSION}); upgrade contagent"
+            )
         kind = rec.get("type")
         if kind == "request":
             required, table = _REQUIRED_REQUEST, raw.requests
@@ -160,4 +178,34 @@ def read_result(path: Path) -> dict[str, Any] | None:
         raise ContagentError(f"{path}: malformed JSON ({exc})") from None
     if not isinstance(value, dict):
         raise ContagentError(f"{path}: result is not a JSON object")
+    version = value.get("schema_version", SCHEMA_VERSION)
+    if not _is_index(version) or version > SCHEMA_VERSION:
+        raise ContagentError(
+            f"{path}: schema_version {version!r} is newer than this contagent reads "
+            f"({SCHEMA_VERSION}); upgrade contagent"
+        )
+    for name, types in _RESULT_TYPES.items():
+        field_value = value.get(name)
+        if field_value is not None and (
+            not isinstance(field_value, types)
+            or (isinstance(field_value, bool) and bool not in types)
+        ):
+            raise ContagentError(
+                f"{path}: {name} is {field_value!r}, not {' or '.join(t.__name__ for t in types)}"
+            )
     return value
+
+
+#: Types of the result.json fields a results row copies (null is allowed for each).
+_RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "rollout_id": (str,),
+    "model": (str,),
+    "experiment": (str,),
+    "status": (str,),
+    "passed": (bool,),
+    "reward": (int, float),
+    "stop_condition": (str,),
+    "started": (int, float),
+    "ended": (int, float),
+    "duration_s": (int, float),
+}

@@ -227,3 +227,79 @@ class RolloutResult(BaseModel):
     openhands_version: str | None = Field(None, description="OpenHands SDK version in the image.")
     skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")
     error: str | None = Field(None, description="One line on what went wrong, if anything.")
+
+
+# Records as plain dicts, for the proxy's hot path and the test helpers alike (same
+# fields, same order as the models; a test validates them against the models).
+
+
+def request_record(
+    *,
+    index: int,
+    rollout_id: str,
+    time: float,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: Any,
+    body_text: str | None,
+    body_sha256: str,
+    body_bytes: int,
+    stream: bool,
+    upstream_changes: list[str],
+) -> dict[str, Any]:
+    """A :class:`~contagent.records.RequestRecord` as a plain dict (same fields, same order)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": index,
+        "rollout_id": rollout_id,
+        "type": "request",
+        "time": time,
+        "method": method,
+        "path": path,
+        "headers": headers,
+        "body": body,
+        "body_text": body_text,
+        "body_sha256": body_sha256,
+        "body_bytes": body_bytes,
+        "stream": stream,
+        "upstream_changes": upstream_changes,
+    }
+
+
+def outcome_record(
+    *,
+    index: int,
+    rollout_id: str,
+    outcome: str,
+    status: int | None,
+    client_status: int | None,
+    started: float,
+    first_byte: float | None,
+    ended: float,
+    response: Any = None,
+    response_text: str | None = None,
+    stream_events: list[str] | None = None,
+    usage: dict[str, Any] | None = None,
+    finish_reasons: list[str | None] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """An :class:`~contagent.records.OutcomeRecord` as a plain dict."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": index,
+        "rollout_id": rollout_id,
+        "type": "outcome",
+        "outcome": outcome,
+        "status": status,
+        "client_status": client_status,
+        "started": started,
+        "first_byte": first_byte,
+        "ended": ended,
+        "response": response,
+        "response_text": response_text,
+        "stream_events": stream_events,
+        "usage": usage,
+        "finish_reasons": finish_reasons if finish_reasons is not None else [],
+        "error": error,
+    }

@@ -8,13 +8,38 @@ fields out of messages and responses.
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
+import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
+from contagent.chat import (
+    CallKey,
+    call_name,
+    legacy_function_call,
+    message_text,
+    response_message,
+    tool_calls,
+)
+from contagent.history import (
+    Problem,
+    Scan,
+    history_keys,
+    merge_tool_fragments,
+    message_calls,
+    message_problems,
+    scan_request,
+    tool_protocol_problems,
+)
 
-from contagent.chat import call_name, message_text, response_message, tool_calls
+__all__ = [
+    "Problem",
+    "Scan",
+    "history_keys",
+    "merge_tool_fragments",
+    "scan_request",
+    "tool_protocol_problems",
+]
 
 #: finish reasons that mean the model ended its turn on its own.
 COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
@@ -66,10 +91,17 @@ NotReadyKind = Literal[
     "no_outcome",
     "no_request",
     "duplicate_record",
+    "torn_line",
     "consumed_incomplete",
     "missing_usage",
     "tool_protocol",
+    "unanswered_tool_call",
+    "partial_execution",
+    "ambiguous_call_id",
     "bad_tool_arguments",
+    "non_text_content",
+    "legacy_function_call",
+    "unreadable_request",
     "tool_conflict",
     "unknown_tool",
     "reasoning_conflict",
@@ -77,8 +109,8 @@ NotReadyKind = Literal[
     "truncated",
 ]
 
-#: Excluded-exchange reasons. The first six are the contract of the issue; the
-#: last three cover records a crash or a non-chat route leaves behind.
+#: Excluded-exchange reasons. The first six are the contract of the export; the
+#: others cover records a crash, a non-chat route or an unreadable body leaves behind.
 ExcludedReason = Literal[
     "incomplete",
     "http_error",
@@ -89,59 +121,62 @@ ExcludedReason = Literal[
     "no_outcome",
     "no_request",
     "unsupported_route",
+    "unreadable_request",
 ]
 
+#: A response's consumption key: ("calls", identities) or ("text", canonical text).
+Key = tuple[str, Any]
 
-def consumption_key(message: dict[str, Any]) -> tuple[str, Any]:
+
+def consumption_key(message: dict[str, Any]) -> Key:
     """Rule 2: what a later request must carry for ``message`` to count as consumed.
 
-    Tool-call answers are identified by their exact ``tool_call_id`` set, text
-    answers by their canonical text (string and list-of-parts content compare equal).
+    Tool calls by identity (id, function name and canonical arguments: ids repeat
+    across calls in some models and retries), text answers by canonical text
+    (string and list-of-parts content compare equal).
     """
-    calls = tool_calls(message)
+    calls = message_calls(message)
     if calls:
-        return ("calls", frozenset(str(c.get("id")) for c in calls))
+        return ("calls", calls)
     return ("text", message_text(message.get("content")))
 
 
-def carries(key: tuple[str, Any], ids: set[str], texts: set[str]) -> bool:
+def carries(key: Key, calls: frozenset[CallKey] | set[CallKey], texts: Any) -> bool:
     kind, value = key
     if kind == "calls":
-        return bool(value) and value <= ids
+        return bool(value) and value <= calls
     return value in texts
 
 
 def is_safe(message: dict[str, Any]) -> bool:
     """Rule 3: plain text, or a call of a terminal tool such as ``finish``."""
+    if legacy_function_call(message) is not None:
+        return False
     calls = tool_calls(message)
     return not calls or all(call_name(c) in TERMINAL_TOOLS for c in calls)
 
 
-def bad_tool_arguments(message: dict[str, Any]) -> list[str]:
-    """Names of calls whose ``arguments`` are not a JSON object string."""
-    bad = []
-    for call in tool_calls(message):
-        function = call.get("function")
-        args = function.get("arguments") if isinstance(function, dict) else None
-        try:
-            ok = isinstance(args, str) and isinstance(orjson.loads(args), dict)
-        except orjson.JSONDecodeError:
-            ok = False
-        if not ok:
-            bad.append(str(call_name(call)))
-    return bad
+def response_problems(message: dict[str, Any], index: int) -> list[Problem]:
+    """What makes a response unfit for a training row (rule 5)."""
+    return message_problems(message, f"response {index}")
 
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 
 def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any]:
-    """Rule 9: keep ``reasoning_content`` (or drop it), never with ``<think>`` text in content.
+    """Rule 9: keep reasoning as ``reasoning_content`` (or drop it), never with ``<think>`` text.
 
-    A leading ``<think>...</think>`` block in string content moves to
-    ``reasoning_content`` when the server gave none, and is removed otherwise.
+    vLLM >= 0.11 names the field ``reasoning``; it is kept under the older name
+    ``reasoning_content``. A leading ``<think>...</think>`` block in string
+    content moves to ``reasoning_content`` when the server gave none, and is
+    removed otherwise.
     """
     out = dict(message)
+    if "reasoning" in out:
+        alias = out.pop("reasoning")
+        if not out.get("reasoning_content") and alias:
+            out["reasoning_content"] = alias
     content = out.get("content")
     if isinstance(content, str) and content.lstrip().startswith(_THINK_OPEN):
         stripped = content.lstrip()
@@ -160,10 +195,12 @@ def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any
 
 def has_think_conflict(message: dict[str, Any]) -> bool:
     """``<think>`` text left in content (not a leading block the policy can move) beside
-    ``reasoning_content``: rule 9 forbids both, and there is no safe way to split them."""
-    return bool(message.get("reasoning_content")) and _THINK_OPEN in message_text(
-        message.get("content")
-    )
+    reasoning, or two different reasoning texts under both names: rule 9 forbids both."""
+    both = message.get("reasoning_content"), message.get("reasoning")
+    if all(isinstance(r, str) and r for r in both) and both[0] != both[1]:
+        return True
+    kept = apply_reasoning_policy(message, drop=False)
+    return bool(kept.get("reasoning_content")) and _THINK_OPEN in message_text(kept.get("content"))
 
 
 def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -190,13 +227,15 @@ def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
 def extends(prev_request: list[Any], prev_response: dict[str, Any], request: list[Any]) -> bool:
     """Does ``request`` continue the conversation of a step (its request + its response)?"""
     n = len(prev_request)
-    if len(request) <= n or request[:n] != prev_request:
+    if len(request) <= n:
         return False
     replay = request[n]
     if not isinstance(replay, dict) or replay.get("role") != "assistant":
         return False
-    ids, texts = history_keys([replay])
-    return carries(consumption_key(prev_response), ids, texts)
+    calls, texts = history_keys([replay])
+    if not carries(consumption_key(prev_response), calls, texts):
+        return False
+    return request[:n] == prev_request
 
 
 # ---------------------------------------------------------------------------
@@ -210,12 +249,12 @@ class View:
 
     index: int
     #: ``completed``/``incomplete`` (rule 1 applied), another outcome, or one of
-    #: ``no_outcome``, ``no_request``, ``unsupported_route``.
+    #: ``no_outcome``, ``no_request``, ``unsupported_route``, ``unreadable_request``.
     status: str
     body: Any = None
     message: dict[str, Any] | None = None
-    #: tool-call ids and texts of the assistant messages in this request's history
-    history: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    #: call identities and texts of the assistant messages in this request's history
+    history: tuple[frozenset[CallKey], frozenset[str]] = (frozenset(), frozenset())
 
 
 @dataclass(frozen=True)
@@ -228,6 +267,27 @@ class Decision:
     duplicate_of: int | None = None
 
 
+def is_chat_route(path: Any) -> bool:
+    """Rule 8: the route decides whether an exchange is a chat generation, not the body's shape."""
+    return isinstance(path, str) and path.partition("?")[0].rstrip("/").endswith(
+        "/chat/completions"
+    )
+
+
+def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:
+    """The messages of a chat body orjson refused (lone surrogate escapes, say), read with
+    the standard library's parser, which accepts what the proxy accepted."""
+    text = request.get("body_text")
+    if not isinstance(text, str):
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return messages if isinstance(messages, list) else None
+
+
 def classify(
     request: dict[str, Any] | None, outcome: dict[str, Any] | None
 ) -> tuple[str, list[Any] | None, dict[str, Any] | None]:
@@ -235,46 +295,53 @@ def classify(
 
     ``status`` is the recorded outcome, with ``completed`` kept only for a complete
     response carrying a readable message (else ``incomplete``); ``no_request`` and
-    ``no_outcome`` name what a crash left; a completed non-chat request (no
-    ``messages`` list) is ``unsupported_route``. The response message is given for
-    ``completed`` and ``incomplete`` exchanges only.
+    ``no_outcome`` name what a crash left. A completed or cut exchange on a route other
+    than chat completions is ``unsupported_route``; on the chat route, a body without a
+    readable ``messages`` list is ``unreadable_request`` (its messages, when a lenient
+    parser reads them, still count as consumption evidence). The response message is
+    given for ``completed`` and ``incomplete`` exchanges only.
     """
     if request is None:
         return "no_request", None, None
     body = request.get("body")
     messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list):
-        messages = None
+    readable = isinstance(messages, list)
+    if not readable:
+        messages = _lenient_messages(request) if is_chat_route(request.get("path")) else None
     if outcome is None:
         return "no_outcome", messages, None
     status = outcome["outcome"]
     if status not in ("completed", "incomplete"):
         return status, messages, None
-    if messages is None:
+    if not is_chat_route(request.get("path")):
         return "unsupported_route", None, None
+    if not readable:
+        return "unreadable_request", messages, None
     response = outcome.get("response")
     message = response_message(response)
     ok = completeness(outcome.get("status"), response)[0]
     return ("completed" if ok and message is not None else "incomplete"), messages, message
 
 
-def consumed_flags(
-    exchanges: list[tuple[int, dict[str, Any] | None, tuple[AbstractSet[str], AbstractSet[str]]]],
-) -> dict[int, bool]:
-    """Rule 2: whether a later request carries each response (exact id or canonical text).
+def consumption(views: list[View]) -> tuple[dict[int, bool], dict[int, list[str]]]:
+    """Rule 2: whether a later request carries each response, and which responses a later
+    request carries only in part (their calls not replayed, by id).
 
-    ``exchanges`` in index order: (index, response message or None, the tool-call ids
-    and texts of its request's history). Responses-less exchanges get no entry.
+    ``views`` in index order; response-less exchanges get no entry.
     """
     consumed: dict[int, bool] = {}
-    ids: set[str] = set()
+    partial: dict[int, list[str]] = {}
+    calls: set[CallKey] = set()
     texts: set[str] = set()
-    for index, message, (history_ids, history_texts) in reversed(exchanges):
-        if message is not None:
-            consumed[index] = carries(consumption_key(message), ids, texts)
-        ids |= history_ids
-        texts |= history_texts
-    return consumed
+    for view in reversed(views):
+        if view.message is not None:
+            key = consumption_key(view.message)
+            consumed[view.index] = carries(key, calls, texts)
+            if key[0] == "calls" and not consumed[view.index] and key[1] & calls:
+                partial[view.index] = sorted(k[0] for k in key[1] - calls)
+        calls |= view.history[0]
+        texts |= view.history[1]
+    return consumed, partial
 
 
 def _body_bucket(body: Any) -> Any:
@@ -282,61 +349,103 @@ def _body_bucket(body: Any) -> Any:
     return len(messages) if isinstance(messages, list) else -1
 
 
-def select(views: list[View]) -> tuple[dict[int, Decision], list[tuple[str, str]]]:
+def _groups(views: list[View]) -> list[list[View]]:
+    """Completed exchanges grouped by identical request body (rule 3), in first-seen order."""
+    buckets: dict[Any, list[list[View]]] = {}
+    groups: list[list[View]] = []
+    for view in views:
+        if view.status != "completed":
+            continue
+        bucket = buckets.setdefault(_body_bucket(view.body), [])
+        for group in bucket:
+            if group[0].body == view.body:
+                group.append(view)
+                break
+        else:
+            bucket.append([view])
+            groups.append(bucket[-1])
+    return groups
+
+
+def _ambiguous(views: list[View], consumed: dict[int, bool]) -> list[Problem]:
+    """Identity rule: a call (or answer) carried by two consumed responses cannot be
+    attributed to either, so neither "the later copy wins" nor both are safe to train on."""
+    owners: dict[tuple[str, Any], list[int]] = {}
+    for view in views:
+        if view.message is not None and consumed.get(view.index):
+            kind, value = consumption_key(view.message)
+            for item in value if kind == "calls" else (value,):
+                owners.setdefault((kind, item), []).append(view.index)
+    seen: set[tuple[int, ...]] = set()
+    problems: list[Problem] = []
+    for (kind, item), found in owners.items():
+        if len(found) > 1 and tuple(found) not in seen:
+            seen.add(tuple(found))
+            what = f"tool call {item[0]!r} ({item[1]})" if kind == "calls" else "answer"
+            problems.append(
+                (
+                    "ambiguous_call_id",
+                    f"responses {', '.join(map(str, found))} carry the same {what}; "
+                    "which one the agent used cannot be decided",
+                )
+            )
+    return problems
+
+
+def select(views: list[View]) -> tuple[dict[int, Decision], list[Problem]]:
     """Decide, for every exchange, step or excluded-with-reason; return problems too.
 
     ``views`` must be in index order. Every index in gets exactly one decision out.
+    A consumed copy of a request is never dropped: when several copies were used
+    (a harness restart, best-of-n) each is kept, and the branches tell them apart.
     """
     decisions: dict[int, Decision] = {}
-    problems: list[tuple[str, str]] = []
-
-    consumed = consumed_flags([(v.index, v.message, v.history) for v in views])
-
-    request_indices = [v.index for v in views if v.status not in ("no_request",)]
+    consumed, partial = consumption(views)
+    problems = _ambiguous(views, consumed)
+    for index, missing in partial.items():
+        problems.append(
+            (
+                "partial_execution",
+                f"response {index}: only part of its tool calls was executed "
+                f"({', '.join(missing)} never replayed)",
+            )
+        )
+    request_indices = [v.index for v in views if v.status != "no_request"]
     last_request = max(request_indices) if request_indices else -1
 
-    groups: dict[Any, list[list[View]]] = {}
     for view in views:
-        if view.status == "completed":
-            bucket = groups.setdefault(_body_bucket(view.body), [])
-            for group in bucket:
-                if group[0].body == view.body:
-                    group.append(view)
-                    break
-            else:
-                bucket.append([view])
-        elif view.status == "incomplete" and consumed.get(view.index):
-            decisions[view.index] = Decision(view.index, True, consumed=True, truncated=True)
+        used = consumed.get(view.index) or view.index in partial
+        if view.status == "incomplete" and used:
+            decisions[view.index] = Decision(
+                view.index, True, consumed=bool(consumed.get(view.index)), truncated=True
+            )
             problems.append(
                 (
                     "consumed_incomplete",
                     f"incomplete response {view.index} was consumed by a later request",
                 )
             )
-        else:
+        elif view.status != "completed":
             decisions[view.index] = Decision(view.index, False, reason=view.status)
 
-    for bucket in groups.values():
-        for group in bucket:
-            kept = [v for v in group if consumed.get(v.index)]
-            if not kept:
-                kept = [
-                    v
-                    for v in group
-                    if v.index == last_request or (v.message is not None and is_safe(v.message))
-                ]
-            keep = kept[-1] if kept else None
-            for v in group:
-                if keep is not None and v is keep:
-                    decisions[v.index] = Decision(
-                        v.index, True, consumed=bool(consumed.get(v.index))
-                    )
-                elif keep is not None:
-                    decisions[v.index] = Decision(
-                        v.index, False, reason="duplicate_retry", duplicate_of=keep.index
-                    )
-                else:
-                    decisions[v.index] = Decision(v.index, False, reason="unconsumed")
+    for group in _groups(views):
+        kept = [v for v in group if consumed.get(v.index) or v.index in partial]
+        if not kept:
+            kept = [
+                v
+                for v in group
+                if v.index == last_request or (v.message is not None and is_safe(v.message))
+            ][-1:]
+        keep = {v.index for v in kept}
+        for v in group:
+            if v.index in keep:
+                decisions[v.index] = Decision(v.index, True, consumed=bool(consumed.get(v.index)))
+            elif kept:
+                decisions[v.index] = Decision(
+                    v.index, False, reason="duplicate_retry", duplicate_of=kept[-1].index
+                )
+            else:
+                decisions[v.index] = Decision(v.index, False, reason="unconsumed")
     return decisions, problems
 
 
@@ -360,160 +469,45 @@ _CUT_STOPS = frozenset({"max_iterations", "timeout"})
 
 
 def rollout_truncation(
-    result: dict[str, Any], cut_last_step: int | None
+    result: dict[str, Any], cut_last_step: int | None, cut_final: int | None = None
 ) -> tuple[bool, str | None]:
-    """Rule 7: the iteration limit, a timeout, or a cut last step truncate the rollout."""
+    """Rule 7: the iteration limit, a timeout, a cut last step, or a final generation that
+    was cut with nothing after it (even though that exchange itself is excluded)."""
     stop = result.get("stop_condition")
     if stop in _CUT_STOPS or result.get("status") == "timeout":
         return True, f"rollout stopped by {stop or 'timeout'}"
     if cut_last_step is not None:
         return True, f"last step {cut_last_step} was cut"
+    if cut_final is not None:
+        return True, f"final generation {cut_final} was cut"
     return False, None
 
 
-# ---------------------------------------------------------------------------
-# One request's history (rule 4, the request half of rule 2, the tool protocol)
-# ---------------------------------------------------------------------------
+def final_cut(statuses: dict[int, str]) -> int | None:
+    """The last exchange that produced a generation, when that generation was cut."""
+    generations = [i for i, s in statuses.items() if s in ("completed", "incomplete")]
+    last = max(generations, default=None)
+    return last if last is not None and statuses[last] == "incomplete" else None
 
 
-def merge_tool_fragments(messages: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    """Rule 4: merge adjacent ``role: tool`` messages that share a ``tool_call_id``.
-
-    Returns the repaired list (the input when nothing changed) and one repair
-    record per merged run: ``{"tool_call_id", "fragments"}``.
-    """
-    repairs: list[dict[str, Any]] = []
-    out: list[Any] | None = None
-    i, n = 0, len(messages)
-    while i < n:
-        msg = messages[i]
-        j = i + 1
-        if isinstance(msg, dict) and msg.get("role") == "tool":
-            tcid = msg.get("tool_call_id")
-            while (
-                j < n
-                and isinstance(messages[j], dict)
-                and messages[j].get("role") == "tool"
-                and messages[j].get("tool_call_id") == tcid
-            ):
-                j += 1
-        if j - i > 1:
-            if out is None:
-                out = list(messages[:i])
-            merged = dict(msg)
-            merged["content"] = "\n".join(message_text(m.get("content")) for m in messages[i:j])
-            out.append(merged)
-            repairs.append({"tool_call_id": msg.get("tool_call_id"), "fragments": j - i})
-        elif out is not None:
-            out.append(msg)
-        i = j
-    return (messages if out is None else out), repairs
+def selected_for_training(row: dict[str, Any], filter: str) -> bool:
+    """The one rule for which rows become training records (Parquet): training-ready, and
+    passed unless ``filter`` is ``all``. Exporter and validator both call it."""
+    if row.get("training_ready") is not True:
+        return False
+    return filter == "all" or row.get("passed") is True
 
 
-def history_keys(messages: list[Any]) -> tuple[set[str], set[str]]:
-    """Tool-call ids and canonical texts of the assistant messages in a request's history."""
-    ids, texts, _ = _scan(messages, 0, set())
-    return ids, texts
-
-
-def tool_protocol_problems(messages: list[Any]) -> list[str]:
-    """Tool calls only on assistant messages; each tool message answers a pending call."""
-    return _scan(messages, 0, set())[2]
-
-
-# ---------------------------------------------------------------------------
-# Incremental scan of a rollout's requests (the exporter's hot path)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scan:
-    """Rules 2 and 4 and the tool protocol, applied to one request's messages.
-
-    Agents resend the whole history each step; :func:`scan_request` reuses the
-    scan of the previous request when the new one starts with the same raw
-    messages, so a rollout costs time linear in what each request adds.
-    """
-
-    raw: list[Any]
-    repaired: list[Any]
-    repairs: tuple[dict[str, Any], ...]
-    ids: frozenset[str]
-    texts: frozenset[str]
-    pending: frozenset[str]
-    problems: tuple[str, ...]
-
-
-def _scan(
-    messages: list[Any], start: int, pending: set[str]
-) -> tuple[set[str], set[str], list[str]]:
-    ids: set[str] = set()
-    texts: set[str] = set()
-    problems: list[str] = []
-    for pos, msg in enumerate(messages, start=start):
-        if not isinstance(msg, dict):
-            problems.append(f"message {pos} is not an object")
-            continue
-        role = msg.get("role")
-        calls = msg.get("tool_calls")
-        if calls and role != "assistant":
-            problems.append(f"message {pos} ({role}) carries tool_calls")
-        if role == "assistant":
-            found = [str(c.get("id")) for c in tool_calls(msg)]
-            if found:
-                ids.update(found)
-                pending.update(found)
-            else:
-                texts.add(message_text(msg.get("content")))
-        elif role == "tool":
-            tcid = msg.get("tool_call_id")
-            if tcid not in pending:
-                problems.append(f"tool message {pos} answers no pending call ({tcid!r})")
-            pending.discard(tcid)
-    return ids, texts, problems
-
-
-def scan_request(messages: list[Any], prev: Scan | None) -> Scan:
-    """Scan ``messages``; results equal a scan from scratch (a property test checks this)."""
-    n = len(prev.raw) if prev is not None else 0
-    first_new = messages[n] if len(messages) > n else None
-    incremental = (
-        prev is not None
-        and len(messages) >= n
-        and messages[:n] == prev.raw
-        # a fragment continuing the previous request's last tool message spans the seam
-        and not (
-            isinstance(first_new, dict)
-            and first_new.get("role") == "tool"
-            and n
-            and isinstance(prev.raw[-1], dict)
-            and prev.raw[-1].get("role") == "tool"
-            and prev.raw[-1].get("tool_call_id") == first_new.get("tool_call_id")
-        )
-    )
-    if incremental:
-        assert prev is not None
-        fixed, repairs = merge_tool_fragments(messages[n:])
-        pending = set(prev.pending)
-        ids, texts, problems = _scan(fixed, len(prev.repaired), pending)
-        return Scan(
-            messages,
-            prev.repaired + fixed,
-            prev.repairs + tuple(repairs),
-            prev.ids | ids,
-            prev.texts | texts,
-            frozenset(pending),
-            prev.problems + tuple(problems),
-        )
-    fixed, repairs = merge_tool_fragments(messages)
-    pending = set()
-    ids, texts, problems = _scan(fixed, 0, pending)
-    return Scan(
-        messages,
-        fixed,
-        tuple(repairs),
-        frozenset(ids),
-        frozenset(texts),
-        frozenset(pending),
-        tuple(problems),
-    )
+def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
+    """Rule 5: every raw exchange index appears exactly once, in steps or in excluded."""
+    seen = Counter(s["exchange_index"] for s in row["steps"])
+    seen.update(e["exchange_index"] for e in row["excluded"])
+    problems = [f"exchange {i} appears {n} times" for i, n in sorted(seen.items()) if n > 1]
+    raw = set(raw_indices)
+    missing = sorted(raw - seen.keys())
+    extra = sorted(seen.keys() - raw)
+    if missing:
+        problems.append(f"exchanges missing from the row: {missing[:10]}")
+    if extra:
+        problems.append(f"row names exchanges the raw log lacks: {extra[:10]}")
+    return problems

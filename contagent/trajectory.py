@@ -59,21 +59,57 @@ def to_wire(message: dict[str, Any], drop_reasoning: bool) -> dict[str, Any]:
     }
 
 
+def branch_ids(steps: list[tuple[int, int | None]]) -> tuple[dict[int, int], int]:
+    """Rule 4's branches from each step's parent: ``(exchange_index, extends)`` in index order.
+
+    A step whose parent it continues stays on the parent's branch when it is the
+    parent's main line (the child with the longest chain of steps after it, the later
+    one on a tie); any other child (a critic or summariser forking off, a restarted
+    copy) starts a new branch, so a side call never cuts the main line. Branches are
+    numbered in the order of their first step. Returns (branch of each step, count).
+    """
+    children: dict[int, list[int]] = {}
+    for index, parent in steps:
+        if parent is not None:
+            children.setdefault(parent, []).append(index)
+    height: dict[int, int] = {}
+    for index, _ in reversed(steps):
+        height[index] = 1 + max((height[c] for c in children.get(index, ())), default=0)
+    main = {p: max(cs, key=lambda c: (height[c], c)) for p, cs in children.items()}
+    branch: dict[int, int] = {}
+    count = 0
+    for index, parent in steps:
+        if parent is not None and main[parent] == index:
+            branch[index] = branch[parent]
+        else:
+            branch[index] = count
+            count += 1
+    return branch, count
+
+
 def branch_conversations(
     steps: list[dict[str, Any]], drop_reasoning: bool
 ) -> list[list[dict[str, Any]]]:
-    """Each branch as one conversation, assistant turns taken from the responses.
+    """Each branch as one conversation, from its root through its last step.
 
-    Within a branch, the history replays each earlier response as the first
-    message a later step adds; the model's own response (with its reasoning)
-    stands in for that replay.
+    A forked branch starts with the conversation of the step it forks from. Each
+    later step's first added message replays the response of the step it extends;
+    the model's own response (with its reasoning) stands in for that replay.
+    Raises ``KeyError`` when a step extends a step that is not before it.
     """
-    branches: dict[int, list[dict[str, Any]]] = {}
+    upto: dict[int, list[dict[str, Any]]] = {}
+    last: dict[int, int] = {}
     for step in steps:
-        convo = branches.setdefault(step["branch"], [])
+        parent = step["extends"]
         added = step["messages"]
-        if step["extends"] is not None:
-            added = added[1:]  # the replayed response, already in ``convo``
-        convo.extend(to_wire(m, drop_reasoning) for m in added)
-        convo.append(to_wire(step["response"], drop_reasoning))
-    return [branches[b] for b in sorted(branches)]
+        base: list[dict[str, Any]] = []
+        if parent is not None:
+            base = upto[parent]
+            added = added[1:]  # the replayed response, already in ``base``
+        upto[step["exchange_index"]] = [
+            *base,
+            *(to_wire(m, drop_reasoning) for m in added),
+            to_wire(step["response"], drop_reasoning),
+        ]
+        last[step["branch"]] = step["exchange_index"]
+    return [upto[last[b]] for b in sorted(last)]

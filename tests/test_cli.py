@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from contagent.testing.samples import SCENARIOS
 from tests.conftest import cli, read_rows, write_rows
 
 
@@ -21,7 +22,9 @@ def test_export_then_validate(samples: Path, tmp_path: Path) -> None:
     ):
         assert label in proc.stderr
     summary = json.loads((out / "export-summary.json").read_text())
-    assert summary["rollouts_read"] == 16 and summary["training_ready"] == 10
+    expected = {name: e for name, (_, e) in SCENARIOS.items()}
+    assert summary["rollouts_read"] == len(expected)
+    assert summary["training_ready"] == sum(e.training_ready for e in expected.values())
     t = summary["tokens"]
     assert (
         t["billed"]["total_tokens"] == t["selected"]["total_tokens"] + t["excluded"]["total_tokens"]
@@ -30,7 +33,9 @@ def test_export_then_validate(samples: Path, tmp_path: Path) -> None:
     ok = cli("validate", str(out / "results.jsonl"), "--json")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     report = json.loads(ok.stdout)
-    assert report["rows"] == 16 and report["violations"] == [] and report["parquet_rows"] == 12
+    ready = [e for e in expected.values() if e.training_ready]
+    assert report["rows"] == len(expected) and report["violations"] == []
+    assert report["parquet_rows"] == sum(e.branches for e in ready)
 
     rows = read_rows(out / "results.jsonl")
     rows[0]["steps"][0]["response"]["content"] = "forged"

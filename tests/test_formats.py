@@ -30,6 +30,8 @@ def test_raw_records_and_rows_match_models_and_schemas(samples: Path, tmp_path: 
     schemas = {name: json.loads((SCHEMA_DIR / name).read_text()) for name in generate()}
     for log in samples.glob("*/exchanges.jsonl"):
         for line in log.read_bytes().splitlines():
+            if log.parent.name == "torn_line" and not line.endswith(b"}"):
+                continue  # the sample's torn write, on purpose
             rec = orjson.loads(line)
             model, schema = (
                 (RequestRecord, "request-record.schema.json")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,10 @@ ACTIONS = st.sampled_from(
         "moved_on",
         "upstream_error",
         "reasoning",
+        "parallel",
+        "side_call",
+        "reasoning_alias",
+        "partial",
     ]
 )
 ENDINGS = st.sampled_from(["finish", "text", "crash", "none"])
@@ -66,8 +71,25 @@ def build(rollout_id: str, actions: list[str], ending: str, root: Path) -> None:
             b.step(assistant(None, next_call()), consume=False)
             b.user("continue")
             continue
+        elif action in ("parallel", "partial"):
+            c1, c2 = next_call(), next_call()
+            b.step(assistant(None, c1, c2), consume=action == "parallel")
+            if action == "partial":
+                b.replay(assistant(None, c1))
+            else:
+                b.tool_output(c2["id"], "terminal", "second")
+            b.tool_output(c1["id"], "terminal", "first")
+            continue
+        elif action == "side_call":
+            main = list(b.messages)
+            b.user("Critic: on track?")
+            b.step(assistant("yes"), consume=False)
+            b.messages = main
+            continue
         c = next_call()
         message = assistant("<think>hmm</think>ok" if action == "reasoning" else None, c)
+        if action == "reasoning_alias":
+            message["reasoning"] = "thinking"
         b.step(message)
         b.tool_output(
             c["id"],
@@ -187,6 +209,110 @@ def test_every_export_validates_and_every_mutation_is_caught(
         assert validate(results).ok
 
 
+def _leaves(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    """Every (path, value) of a JSON value: the containers themselves and each leaf."""
+    out: list[tuple[tuple, Any]] = [(path, value)]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for pos, item in enumerate(value):
+            out += _leaves(item, (*path, pos))
+    return out
+
+
+def _changed(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if value is None:
+        return "x"
+    if isinstance(value, list):
+        return value[:-1] if value else [{"forged": 1}]
+    return {**value, "forged": 1}
+
+
+def _set(row: dict[str, Any], path: tuple, value: Any) -> None:
+    target: Any = row
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+
+
+def test_a_change_to_any_field_of_any_row_is_caught(samples: Path, tmp_path: Path) -> None:
+    """Each field of a results row (every key at every depth, one row per field shape) is
+    re-derived from the raw log: changing it, removing a list entry or adding a key is a
+    violation, never a traceback and never healthy."""
+    from contagent.errors import ContagentError
+
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all"))
+    results = out / "results.jsonl"
+    rows = read_rows(results)
+    shapes: dict[tuple, tuple[int, tuple]] = {}
+    for position, row in enumerate(rows):
+        for path, _ in _leaves(row):
+            shape = tuple("[]" if isinstance(k, int) else k for k in path)
+            if path and shape not in shapes:
+                shapes[shape] = (position, path)
+    assert len(shapes) > 80  # the samples reach every kind of field
+    missed = []
+    for shape, (position, path) in shapes.items():
+        mutated = copy.deepcopy(rows[position])
+        target = mutated
+        for key in path[:-1]:
+            target = target[key]
+        _set(mutated, path, _changed(target[path[-1]]))
+        write_rows(results, rows[:position] + [mutated] + rows[position + 1 :])
+        try:
+            caught = not validate(results).ok
+        except ContagentError as exc:
+            caught = exc.exit_code == 2  # a newer schema_version is refused in one line
+        if not caught:
+            missed.append(shape)
+    assert not missed, f"field changes not caught: {missed}"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: r.update(raw_log="x"),
+        lambda r: r.update(steps=[1]),
+        lambda r: r.pop("excluded"),
+        lambda r: r["steps"][0].pop("branch"),
+        lambda r: r["steps"][0].update(exchange_index="0"),
+        lambda r: r.update(token_usage=[]),
+        lambda r: r.update(forged=1),
+    ],
+)
+def test_a_malformed_row_is_a_violation_not_a_traceback(
+    samples: Path, tmp_path: Path, edit
+) -> None:
+    out = tmp_path / "out"
+    export([samples / "clean_pass"], out, ExportOptions(filter="all"))
+    rows = read_rows(out / "results.jsonl")
+    edit(rows[0])
+    write_rows(out / "results.jsonl", rows)
+    report = validate(out / "results.jsonl")
+    assert report.violations and all(v.reason for v in report.violations)
+
+
+def test_one_row_per_rollout_read(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all"))
+    results = out / "results.jsonl"
+    rows = read_rows(results)
+    write_rows(results, rows[1:])
+    assert any("no row for the rollout" in v.reason for v in validate(results).violations)
+    write_rows(results, rows + rows[:1])
+    assert any("rows for one rollout" in v.reason for v in validate(results).violations)
+    write_rows(results, rows)
+    assert validate(results).ok
+
+
 MESSAGE = st.one_of(
     st.builds(lambda i: assistant(None, call(f"c{i}", "terminal", command="x")), st.integers(0, 3)),
     st.builds(lambda t: assistant(t), st.sampled_from(["a", "b"])),
@@ -212,10 +338,10 @@ def test_incremental_scan_equals_scan_from_scratch(growth: list) -> None:
         messages = orjson.loads(orjson.dumps(history))  # fresh objects, as parsed from the log
         inc = rules.scan_request(messages, prev)
         full = rules.scan_request(messages, None)
-        assert (inc.repaired, inc.repairs, inc.ids, inc.texts, inc.pending, inc.problems) == (
+        assert (inc.repaired, inc.repairs, inc.calls, inc.texts, inc.pending, inc.problems) == (
             full.repaired,
             full.repairs,
-            full.ids,
+            full.calls,
             full.texts,
             full.pending,
             full.problems,

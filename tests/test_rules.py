@@ -129,7 +129,9 @@ def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
     ]
     fixed, repairs = merge_tool_fragments(msgs)
     assert fixed is msgs and not repairs
-    assert tool_protocol_problems(fixed) == ["tool message 3 answers no pending call ('c1')"]
+    assert tool_protocol_problems(fixed) == [
+        ("tool_protocol", "tool message 3 answers no pending call ('c1')")
+    ]
 
 
 # -- rule 5 ---------------------------------------------------------------------------
@@ -287,4 +289,4 @@ def test_calls_to_unknown_tools_or_with_bad_arguments_are_not_training_ready(
 
 def test_tool_calls_on_a_user_message_break_the_protocol() -> None:
     msgs = [{"role": "user", "content": "x", "tool_calls": [{"id": "c1"}]}]
-    assert tool_protocol_problems(msgs) == ["message 0 (user) carries tool_calls"]
+    assert ("tool_protocol", "message 0 (user) carries tool_calls") in tool_protocol_problems(msgs)

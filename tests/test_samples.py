@@ -46,6 +46,8 @@ def test_sample_outcome(name: str, exported: dict[str, dict]) -> None:
     assert len(row["repairs"]) == expected.repairs
     assert row["truncated"] is expected.truncated
     assert bool(row["not_ready_kinds"]) is not expected.training_ready
+    if expected.kinds:
+        assert tuple(row["not_ready_kinds"]) == expected.kinds, row["training_ready_reason"]
     if expected.reason:
         assert expected.reason in row["training_ready_reason"]
     else:

@@ -115,7 +115,10 @@ def _validate(
     results: Annotated[Path, typer.Argument(help="The results.jsonl an export wrote.")],
     json: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
 ) -> None:
-    """Prove from the raw logs that an export kept every rule. Exit 0 healthy, 1 violations, 2 unusable."""
+    """Prove from the raw logs that an export kept every rule.
+
+    Exit 0 healthy, 1 violations, 2 unusable input, 4 an internal error of the validator.
+    """
     from contagent.validate.check import validate
 
     report = run_guarded(lambda: validate(results))

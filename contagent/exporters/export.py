@@ -22,6 +22,7 @@ from contagent.exporters.rollout import build_row
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import FILTER_KEY, FORMATS_KEY, format_named
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
+from contagent.rules import selected_for_training
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,7 @@ class _Done:
 
 
 def _wants_parquet(row: dict[str, Any], options: ExportOptions) -> bool:
-    if not options.formats or not row["training_ready"]:
-        return False
-    return options.filter == "all" or row.get("passed") is True
+    return bool(options.formats) and selected_for_training(row, options.filter)
 
 
 @contextmanager
@@ -196,6 +195,7 @@ def _write_rows(
 def _tally(summary: ExportSummary, done: _Done) -> None:
     row = done.row
     summary.rollouts_read += 1
+    summary.raw_logs.append(row["raw_log"]["path"])
     summary.exchanges_read += done.exchanges
     summary.raw_bytes += done.raw_bytes
     summary.steps_selected += row["steps_count"]

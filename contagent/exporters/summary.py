@@ -62,6 +62,11 @@ class ExportSummary(BaseModel):
     experiments: list[str] = Field(default_factory=list)
     tokens: TokenUsage = Field(default_factory=TokenUsage)
     raw_bytes: int = 0
+    raw_logs: list[str] = Field(
+        default_factory=list,
+        description="The raw log of every rollout read, in results.jsonl order: the validator "
+        "checks that each has exactly one row.",
+    )
     results_path: str | None = None
     parquet_files: list[str] = Field(default_factory=list)
 

@@ -12,10 +12,8 @@ process recording the same rollout (it would assign the same indices) is refused
 loudly instead of interleaving with this one; a log closed to bound open files is
 checked on reopening to be as this proxy left it.
 
-Records are built as plain dicts (the hot path skips pydantic) with exactly
-the fields of :class:`contagent.records.RequestRecord` and
-:class:`~contagent.records.OutcomeRecord`; a test validates them against the
-models.
+Records are built by :func:`contagent.records.request_record` and
+:func:`contagent.records.outcome_record` (plain dicts: the hot path skips pydantic).
 """
 
 from __future__ import annotations
@@ -31,7 +29,10 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
-from contagent.records import SCHEMA_VERSION
+
+# built in records.py (one home for the record shapes); imported from here by the proxy
+from contagent.records import outcome_record as outcome_record
+from contagent.records import request_record as request_record
 
 log = logging.getLogger(__name__)
 
@@ -217,75 +218,3 @@ def _lock(fd: int, path: Path) -> None:
         # recording: the lock only guards against a second proxy, which the exporter
         # would still report as duplicate indices.
         log.warning("%s: cannot lock (%s); recording without the lock", path, exc.strerror or exc)
-
-
-def request_record(
-    *,
-    index: int,
-    rollout_id: str,
-    time: float,
-    method: str,
-    path: str,
-    headers: dict[str, str],
-    body: Any,
-    body_text: str | None,
-    body_sha256: str,
-    body_bytes: int,
-    stream: bool,
-    upstream_changes: list[str],
-) -> dict[str, Any]:
-    """A :class:`~contagent.records.RequestRecord` as a plain dict (same fields, same order)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "index": index,
-        "rollout_id": rollout_id,
-        "type": "request",
-        "time": time,
-        "method": method,
-        "path": path,
-        "headers": headers,
-        "body": body,
-        "body_text": body_text,
-        "body_sha256": body_sha256,
-        "body_bytes": body_bytes,
-        "stream": stream,
-        "upstream_changes": upstream_changes,
-    }
-
-
-def outcome_record(
-    *,
-    index: int,
-    rollout_id: str,
-    outcome: str,
-    status: int | None,
-    client_status: int | None,
-    started: float,
-    first_byte: float | None,
-    ended: float,
-    response: Any = None,
-    response_text: str | None = None,
-    stream_events: list[str] | None = None,
-    usage: dict[str, Any] | None = None,
-    finish_reasons: list[str | None] | None = None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """An :class:`~contagent.records.OutcomeRecord` as a plain dict."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "index": index,
-        "rollout_id": rollout_id,
-        "type": "outcome",
-        "outcome": outcome,
-        "status": status,
-        "client_status": client_status,
-        "started": started,
-        "first_byte": first_byte,
-        "ended": ended,
-        "response": response,
-        "response_text": response_text,
-        "stream_events": stream_events,
-        "usage": usage,
-        "finish_reasons": finish_reasons if finish_reasons is not None else [],
-        "error": error,
-    }

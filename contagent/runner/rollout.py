@@ -20,12 +20,12 @@ from typing import Any
 
 import docker
 import docker.errors
-import orjson
 import requests.exceptions
 
-from contagent.chat import usage_counts
+from contagent.chat import sum_usage
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
+from contagent.rawlog import read_exchanges
 from contagent.records import (
     ExitCodes,
     LlmSettings,
@@ -118,30 +118,25 @@ def _runner_archive(plan: RolloutPlan, settings: dict[str, Any]) -> bytes:
 
 
 def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
-    """Usage summed over the raw log, and the first request's settings as sent on the wire."""
-    totals = TokenTotals(exchanges=0, with_usage=0)
-    wire: dict[str, Any] | None = None
+    """Usage summed over the raw log as the exporter counts it, and the first request's
+    settings as sent on the wire. A log the reader refuses gives empty totals: the
+    exporter reports why."""
     if not exchanges.is_file():
-        return totals, None
-    with exchanges.open("rb") as fh:
-        for line in fh:
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # a torn last line; the exporter reports it
-            if rec.get("type") == "request":
-                totals.exchanges += 1
-                body = rec.get("body")
-                if wire is None and isinstance(body, dict):
-                    wire = {k: v for k, v in body.items() if k not in ("messages", "tools")}
-            elif rec.get("type") == "outcome":
-                usage = usage_counts(rec.get("usage"))  # as the exporter counts it
-                if usage is not None:
-                    totals.with_usage += 1
-                    totals.prompt_tokens += usage["prompt_tokens"]
-                    totals.completion_tokens += usage["completion_tokens"]
-                    totals.total_tokens += usage["total_tokens"]
-    return totals, wire
+        return TokenTotals(exchanges=0, with_usage=0), None
+    try:
+        raw = read_exchanges(exchanges)
+    except ContagentError:
+        return TokenTotals(exchanges=0, with_usage=0), None
+    usages = [u for u in (raw.usage(i) for i in sorted(raw.outcomes)) if u is not None]
+    wire: dict[str, Any] | None = None
+    for index in sorted(raw.requests):
+        body = raw.requests[index].get("body")
+        if isinstance(body, dict):
+            wire = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+            break
+    return TokenTotals(
+        exchanges=len(raw.requests), with_usage=len(usages), **sum_usage(usages)
+    ), wire
 
 
 def _write_json_atomic(path: Path, text: str) -> None:

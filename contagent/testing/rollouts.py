@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from contagent.layout import RolloutPaths
+from contagent.records import outcome_record, request_record
 
 
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -136,8 +137,11 @@ class RolloutBuilder:
         self.clock += dt
         return round(self.clock, 3)
 
-    def request(self, *, body: dict[str, Any] | None = None, stream: bool = False) -> int:
-        if body is None:
+    def request(
+        self, *, body: Any = None, stream: bool = False, body_text: str | None = None
+    ) -> int:
+        """Record a request; ``body_text`` records a body the proxy could not parse as JSON."""
+        if body is None and body_text is None:
             # no copies: the record is serialised below, before the history changes
             body = {
                 "messages": self.messages,
@@ -147,27 +151,25 @@ class RolloutBuilder:
             }
             if stream:
                 body["stream"] = True
-        wire = orjson.dumps(body)
+        wire = orjson.dumps(body) if body_text is None else body_text.encode()
         index = self.index
         self.index += 1
         self.lines.append(
             orjson.dumps(
-                {
-                    "schema_version": 1,
-                    "type": "request",
-                    "index": index,
-                    "rollout_id": self.rollout_id,
-                    "time": self._tick(),
-                    "method": "POST",
-                    "path": "/v1/chat/completions",
-                    "headers": {"content-type": "application/json", "x-stainless-retry-count": "0"},
-                    "body": body,
-                    "body_text": None,
-                    "body_sha256": hashlib.sha256(wire).hexdigest(),
-                    "body_bytes": len(wire),
-                    "stream": stream,
-                    "upstream_changes": [],
-                }
+                request_record(
+                    index=index,
+                    rollout_id=self.rollout_id,
+                    time=self._tick(),
+                    method="POST",
+                    path="/v1/chat/completions",
+                    headers={"content-type": "application/json", "x-stainless-retry-count": "0"},
+                    body=body,
+                    body_text=body_text,
+                    body_sha256=hashlib.sha256(wire).hexdigest(),
+                    body_bytes=len(wire),
+                    stream=stream,
+                    upstream_changes=[],
+                )
             )
         )
         return index
@@ -207,27 +209,28 @@ class RolloutBuilder:
             if usage:
                 response["usage"] = usage
         started = self._tick(0.01)
-        record = {
-            "schema_version": 1,
-            "type": "outcome",
-            "index": index,
-            "rollout_id": self.rollout_id,
-            "outcome": outcome,
-            "status": status,
-            "client_status": status if status is not None else 502,
-            "started": started,
-            "first_byte": self._tick(0.2) if status is not None else None,
-            "ended": self._tick(1.0),
-            "response": response,
-            "response_text": None,
-            "stream_events": stream_events,
-            "usage": usage or None,
-            "finish_reasons": [c.get("finish_reason") for c in response.get("choices", [])]
+        record = outcome_record(
+            index=index,
+            rollout_id=self.rollout_id,
+            outcome=outcome,
+            status=status,
+            client_status=status if status is not None else 502,
+            started=started,
+            first_byte=self._tick(0.2) if status is not None else None,
+            ended=self._tick(1.0),
+            response=response,
+            stream_events=stream_events,
+            usage=usage or None,
+            finish_reasons=[c.get("finish_reason") for c in response.get("choices", [])]
             if isinstance(response, dict)
             else [],
-            "error": error,
-        }
+            error=error,
+        )
         self.lines.append(orjson.dumps(record))
+
+    def raw_line(self, line: bytes) -> None:
+        """Append bytes as one line of the log (a torn write, say)."""
+        self.lines.append(line)
 
     def step(self, message: dict[str, Any], *, consume: bool = True, **outcome: Any) -> int:
         """One completed exchange; the agent then replays the answer unless ``consume=False``."""

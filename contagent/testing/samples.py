@@ -8,55 +8,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from contagent.testing.fidelity import FIDELITY
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
-
-TASK = (
-    "A file ~/workspace/secret.txt holds a secret. Write `pass:<secret>` to ~/workspace/result.txt."
-)
-PASSED = {
-    "experiment": "exp_001",
-    "status": "passed",
-    "passed": True,
-    "reward": 1.0,
-    "stop_condition": "finished",
-    "started": 1764000000.0,
-    "ended": 1764000042.0,
-    "duration_s": 42.0,
-}
-FAILED = {**PASSED, "status": "failed", "passed": False, "reward": 0.0}
-
-
-@dataclass(frozen=True)
-class Expected:
-    training_ready: bool
-    excluded: dict[str, int] = field(default_factory=dict)
-    branches: int = 1
-    repairs: int = 0
-    reason: str | None = None  # a substring of training_ready_reason
-    truncated: bool = False
-
-
-def _solve(b: RolloutBuilder, *, fragments: int = 1, finish: bool = True) -> None:
-    """The three moves that solve exp_001."""
-    c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt")
-    b.step(assistant("Let me read the secret.", c1))
-    b.tool_output("call_1", "terminal", "hunter2\n[exit code 0]", fragments=fragments)
-    c2 = call("call_2", "terminal", command="echo pass:hunter2 > ~/workspace/result.txt")
-    b.step(assistant(None, c2))
-    b.tool_output("call_2", "terminal", "[exit code 0]")
-    if finish:
-        b.step(assistant(None, call("call_3", "finish", message="Wrote pass:hunter2.")))
+from contagent.testing.sample_base import FAILED, PASSED, TASK, Expected, solve
 
 
 def clean_pass(b: RolloutBuilder) -> dict[str, Any]:
     """Rule-abiding run: read the secret, write the answer, finish. Training-ready."""
-    _solve(b)
+    solve(b)
     return PASSED
 
 
@@ -81,7 +46,7 @@ def retries(b: RolloutBuilder) -> dict[str, Any]:
     )
     lost = b.request()  # same body: the agent's retry; its answer arrived after a client timeout
     b.outcome(lost, "completed", message=assistant(None, call("call_9", "terminal", command="ls")))
-    _solve(b)  # the retry that the agent actually used (same body again)
+    solve(b)  # the retry that the agent actually used (same body again)
     return PASSED
 
 
@@ -94,7 +59,7 @@ def length_then_retry(b: RolloutBuilder) -> dict[str, Any]:
         message=assistant("Let me think about this very long"),
         finish_reason="length",
     )
-    _solve(b)
+    solve(b)
     return PASSED
 
 
@@ -111,13 +76,13 @@ def http_faults(b: RolloutBuilder) -> dict[str, Any]:
             response=body,
             error=None if status else "upstream refused the connection",
         )
-    _solve(b)
+    solve(b)
     return PASSED
 
 
 def fragments(b: RolloutBuilder) -> dict[str, Any]:
     """Rule 4: a tool output split into two adjacent tool messages is merged (one repair)."""
-    _solve(b, fragments=2)
+    solve(b, fragments=2)
     return PASSED
 
 
@@ -143,7 +108,7 @@ def moved_on(b: RolloutBuilder) -> dict[str, Any]:
 
 def crashed(b: RolloutBuilder) -> dict[str, Any]:
     """Rule 5: the proxy died before the last outcome; the request is excluded as no_outcome, rollout not ready."""
-    _solve(b, finish=False)
+    solve(b, finish=False)
     b.request()  # the proxy died before the outcome was written
     return PASSED
 
@@ -264,6 +229,7 @@ SCENARIOS: dict[str, tuple[Callable[[RolloutBuilder], dict[str, Any]], Expected]
     "condensed": (condensed, Expected(True, branches=3)),
     "reasoning": (reasoning, Expected(True)),
     "text_answer": (text_answer, Expected(True)),
+    **FIDELITY,
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +10,16 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
+from contagent.derive import ROW_SCHEMA_VERSION
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
 from contagent.rawlog import read_exchanges, read_result
 from contagent.validate.formats import check_format_folders
 from contagent.validate.invariants import row_problems
+from contagent.validate.rowcheck import derived_problems, shape_problem
 
-_ROW_KEYS = ("rollout_id", "training_ready", "steps", "excluded", "token_usage", "raw_log", "tools")
+#: Exit code of ``contagent validate`` when the validator itself fails (1 means violations).
+INTERNAL_ERROR_EXIT = 4
 
 
 class Violation(BaseModel):
@@ -39,7 +43,8 @@ class ValidationReport(BaseModel):
         return not self.violations
 
 
-def _read_rows(results: Path) -> list[dict[str, Any]]:
+def _read_rows(results: Path, report: ValidationReport) -> list[tuple[int, Any]]:
+    """(line number, parsed value) of each non-blank line; unparseable lines are violations."""
     try:
         data = results.read_bytes()
     except FileNotFoundError:
@@ -51,50 +56,141 @@ def _read_rows(results: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = orjson.loads(line)
+            rows.append((lineno, orjson.loads(line)))
         except orjson.JSONDecodeError as exc:
-            raise ContagentError(f"{results}:{lineno}: malformed JSON ({exc})") from None
-        if not isinstance(row, dict) or any(k not in row for k in _ROW_KEYS):
-            raise ContagentError(f"{results}:{lineno}: not a contagent results row")
-        rows.append(row)
+            report.violations.append(
+                Violation(rollout_id=None, reason=f"row at line {lineno}: malformed JSON ({exc})")
+            )
     return rows
 
 
 def validate(results: Path) -> ValidationReport:
-    """Check every row of ``results`` against its raw log, then every format folder beside it."""
-    results = Path(results)
-    rows = _read_rows(results)
-    report = ValidationReport(results=str(results), rows=len(rows))
+    """Check every row of ``results`` against its raw log, the set of rows against the
+    export's summary, then the Parquet beside it.
+
+    Raises :class:`ContagentError` for unusable input, with exit code
+    :data:`INTERNAL_ERROR_EXIT` when the validator itself fails.
+    """
+    try:
+        return _validate(Path(results))
+    except ContagentError:
+        raise
+    except Exception as exc:  # a bug here must not read as "violations" (exit 1)
+        raise ContagentError(
+            f"internal error while validating {results}: {type(exc).__name__}: {exc}",
+            exit_code=INTERNAL_ERROR_EXIT,
+        ) from exc
+
+
+def _validate(results: Path) -> ValidationReport:
+    report = ValidationReport(results=str(results))
+    parsed = _read_rows(results, report)
+    report.rows = len(parsed)
+    summary = _summary(ExportPaths.of_results(results))
+    rows: list[dict[str, Any]] = []
     branch_tools: dict[str, dict[int, list[Any]]] = {}
-    for row in rows:
-        rid = row["rollout_id"]
-        report.training_ready += bool(row["training_ready"])
-        ref = row["raw_log"]
-        try:
-            raw = read_exchanges(Path(ref["path"]))
-        except ContagentError as exc:
-            report.violations.append(Violation(rollout_id=rid, reason=f"raw log unusable: {exc}"))
-            continue
-        if raw.sha256 != ref["sha256"] or raw.size != ref["bytes"]:
+    for lineno, row in parsed:
+        shape = shape_problem(row)
+        if shape is not None:
+            rid = row.get("rollout_id") if isinstance(row, dict) else None
             report.violations.append(
-                Violation(rollout_id=rid, reason="raw log changed since export (sha256 differs)")
+                Violation(
+                    rollout_id=rid if isinstance(rid, str) else None,
+                    reason=f"row at line {lineno} is malformed: {shape}",
+                )
             )
             continue
-        try:
-            result = read_result(raw.path.parent / "result.json") or {}
-            problems = row_problems(row, raw, result)
-        except ContagentError as exc:
-            problems = [f"result.json unusable: {exc}"]
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            problems = [f"malformed row ({type(exc).__name__}: {exc})"]
-        report.violations.extend(Violation(rollout_id=rid, reason=p) for p in problems)
-        tools: dict[int, list[Any]] = {}
-        for step in row["steps"]:
-            body = raw.requests.get(step["exchange_index"], {}).get("body") or {}
-            tools.setdefault(step["branch"], []).append(body.get("tools"))
-        branch_tools[rid] = {b: rules.tool_union(t)[0] for b, t in tools.items()}
+        if row["schema_version"] > ROW_SCHEMA_VERSION:
+            raise ContagentError(
+                f"{results}:{lineno}: schema_version {row['schema_version']} is newer than "
+                f"this contagent reads ({ROW_SCHEMA_VERSION}); upgrade contagent"
+            )
+        rows.append(row)
+        rid = str(row["rollout_id"])
+        report.training_ready += row["training_ready"] is True
+        tools = _check_row(row, lineno, summary, report)
+        if tools is not None:
+            branch_tools[rid] = tools
+    report.violations.extend(_set_problems(rows, summary))
     report.parquet_rows, folder_problems = check_format_folders(
         ExportPaths.of_results(results), rows, branch_tools
     )
     report.violations.extend(Violation(rollout_id=r, reason=p) for r, p in folder_problems)
     return report
+
+
+def _summary(paths: ExportPaths) -> dict[str, Any] | None:
+    path = paths.summary
+    try:
+        value = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ContagentError(f"{path}: unreadable ({exc})") from None
+    return value if isinstance(value, dict) else None
+
+
+def _check_row(
+    row: dict[str, Any], lineno: int, summary: dict[str, Any] | None, report: ValidationReport
+) -> dict[int, list[Any]] | None:
+    """The row against its raw log; returns its branches' tool unions, None when unusable."""
+    rid = str(row["rollout_id"])
+
+    def violate(reason: str) -> None:
+        report.violations.append(Violation(rollout_id=rid, reason=reason))
+
+    ref = row["raw_log"]
+    try:
+        raw = read_exchanges(Path(ref["path"]))
+    except ContagentError as exc:
+        violate(f"raw log unusable: {exc}")
+        return None
+    if raw.sha256 != ref["sha256"] or raw.size != ref.get("bytes"):
+        violate("raw log changed since export (sha256 differs)")
+        return None
+    if ref["path"] != str(raw.path.resolve()):
+        violate(f"raw_log.path {ref['path']!r} is not an absolute resolved path")
+    options = (summary or {}).get("options")
+    if isinstance(options, dict) and options.get("drop_reasoning") != row["drop_reasoning"]:
+        violate(f"drop_reasoning is {row['drop_reasoning']}, the export used the other setting")
+    try:
+        result = read_result(raw.path.parent / "result.json") or {}
+    except ContagentError as exc:
+        violate(f"result.json unusable: {exc}")
+        return None
+    problems = derived_problems(row, raw, result, raw.path.parent.name)
+    try:
+        problems += row_problems(row, raw, result)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        problems.append(f"row at line {lineno} is malformed ({type(exc).__name__}: {exc})")
+    for problem in dict.fromkeys(problems):
+        violate(problem)
+    tools: dict[int, list[Any]] = {}
+    for step in row["steps"]:
+        body = raw.requests.get(step.get("exchange_index"), {}).get("body")
+        tools.setdefault(step.get("branch"), []).append(
+            body.get("tools") if isinstance(body, dict) else None
+        )
+    return {b: rules.tool_union(t)[0] for b, t in tools.items()}
+
+
+def _set_problems(rows: list[dict[str, Any]], summary: dict[str, Any] | None) -> list[Violation]:
+    """Exactly one row per rollout the export read."""
+    out = []
+    ids = Counter(str(r["rollout_id"]) for r in rows)
+    out += [
+        Violation(rollout_id=i, reason=f"{n} rows for one rollout") for i, n in ids.items() if n > 1
+    ]
+    logs = Counter(r["raw_log"]["path"] for r in rows)
+    out += [
+        Violation(rollout_id=None, reason=f"{n} rows for the raw log {p}")
+        for p, n in logs.items()
+        if n > 1
+    ]
+    read = (summary or {}).get("raw_logs")
+    if isinstance(read, list):
+        for path in sorted(set(read) - logs.keys()):
+            out.append(Violation(rollout_id=None, reason=f"no row for the rollout read at {path}"))
+        for path in sorted(logs.keys() - set(read)):
+            out.append(Violation(rollout_id=None, reason=f"row for a rollout not read: {path}"))
+    return out

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
+from contagent import rules
 from contagent.errors import ContagentError
 from contagent.formats import FILTER_KEY, FORMATS, FORMATS_KEY, Format, format_of
 from contagent.formats.folder import read_dataset_folder
@@ -91,11 +92,7 @@ def _check_records(
     branch_tools: BranchTools,
     chosen: str,
 ) -> tuple[int, list[Problem]]:
-    wanted = {
-        r["rollout_id"]: r
-        for r in rows
-        if r["training_ready"] and (chosen == "all" or r.get("passed") is True)
-    }
+    wanted = {r["rollout_id"]: r for r in rows if rules.selected_for_training(r, chosen)}
     expected: dict[str, list[dict[str, Any]]] = {}
     found: dict[str, set[int]] = {}
     problems: list[Problem] = []

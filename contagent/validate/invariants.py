@@ -6,29 +6,14 @@ list of human-readable violations, empty when the row is sound.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from contagent import chat, rules
 from contagent.rawlog import RawRollout
+from contagent.rules import accounting_problems
 from contagent.trajectory import request_messages
 
-_NO_KEYS: tuple[set[str], set[str]] = (set(), set())
-
-
-def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
-    """Rule 5: every raw exchange index appears exactly once, in steps or in excluded."""
-    seen = Counter(s["exchange_index"] for s in row["steps"])
-    seen.update(e["exchange_index"] for e in row["excluded"])
-    problems = [f"exchange {i} appears {n} times" for i, n in sorted(seen.items()) if n > 1]
-    raw = set(raw_indices)
-    missing = sorted(raw - seen.keys())
-    extra = sorted(seen.keys() - raw)
-    if missing:
-        problems.append(f"exchanges missing from the row: {missing[:10]}")
-    if extra:
-        problems.append(f"row names exchanges the raw log lacks: {extra[:10]}")
-    return problems
+_NO_KEYS: tuple[frozenset[Any], frozenset[str]] = (frozenset(), frozenset())
 
 
 def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
@@ -51,7 +36,9 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
     return problems
 
 
-def result_problems(row: dict[str, Any], result: dict[str, Any]) -> list[str]:
+def result_problems(
+    row: dict[str, Any], result: dict[str, Any], statuses: dict[int, str]
+) -> list[str]:
     """The row says what result.json says, and is truncated exactly when rule 7 says so."""
     problems = [
         f"{name} is {row.get(name)!r}, result.json says {result.get(name)!r}"
@@ -60,7 +47,7 @@ def result_problems(row: dict[str, Any], result: dict[str, Any]) -> list[str]:
     ]
     steps = row["steps"]
     cut = steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None
-    truncated, _ = rules.rollout_truncation(result, cut)
+    truncated, _ = rules.rollout_truncation(result, cut, rules.final_cut(statuses))
     if row["truncated"] != truncated:
         problems.append(f"truncated is {row['truncated']}, rule 7 says {truncated}")
     return problems
@@ -68,15 +55,16 @@ def result_problems(row: dict[str, Any], result: dict[str, Any]) -> list[str]:
 
 def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -> list[str]:
     """Every rule the issue lists, checked on ``row`` against ``raw`` and ``result``."""
-    problems = accounting_problems(row, raw.indices) + token_problems(row, raw)
-    problems += result_problems(row, result)
     info = {i: rules.classify(raw.requests.get(i), raw.outcomes.get(i)) for i in raw.indices}
-    consumed = rules.consumed_flags(
-        [
-            (i, message, rules.history_keys(messages) if messages is not None else _NO_KEYS)
-            for i, (_, messages, message) in info.items()
-        ]
-    )
+    problems = accounting_problems(row, raw.indices) + token_problems(row, raw)
+    problems += result_problems(row, result, {i: v[0] for i, v in info.items()})
+    views = []
+    for i, (status, messages, message) in info.items():
+        keys = rules.history_keys(messages) if messages is not None else _NO_KEYS
+        views.append(
+            rules.View(i, status, _body(raw, i), message, (frozenset(keys[0]), frozenset(keys[1])))
+        )
+    consumed, partial = rules.consumption(views)
     last_request = max(raw.requests) if raw.requests else -1
     drop = row["drop_reasoning"]
     not_ready_causes: list[str] = [text for _, text in raw.problems]
@@ -94,7 +82,7 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             message = info[i][2] if i in info else None
             if status != "completed" or message is None:
                 problems.append(f"exchange {i}: unconsumed but not completed")
-            elif consumed.get(i) or rules.is_safe(message) or i == last_request:
+            elif consumed.get(i) or i in partial or rules.is_safe(message) or i == last_request:
                 problems.append(f"exchange {i}: dropped as unconsumed but it must be kept")
         elif reason != status:
             problems.append(f"exchange {i}: excluded as {reason} but the raw log says {status}")
@@ -125,12 +113,12 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
             problems.append(f"{where}: response differs from the raw response")
         if drop and "reasoning_content" in step["response"]:
             problems.append(f"{where}: reasoning kept against the reasoning rule")
-        if rules.has_think_conflict(step["response"]):
+        if rules.has_think_conflict(message):
             not_ready_causes.append(f"{where}: <think> text in content beside reasoning_content")
         carried = consumed.get(i, False)
         if step["consumed"] != carried:
             problems.append(f"{where}: consumed flag is {step['consumed']}, should be {carried}")
-        if not carried and not rules.is_safe(message) and i != last_request:
+        if not carried and i not in partial and not rules.is_safe(message) and i != last_request:
             problems.append(f"{where}: an unconsumed tool call the agent moved past was kept")
         if step["extends"] is not None:
             parent = step["extends"]
@@ -139,17 +127,20 @@ def row_problems(row: dict[str, Any], raw: RawRollout, result: dict[str, Any]) -
                 problems.append(f"{where}: does not extend step {parent}")
         body = raw.requests[i].get("body")
         for j, other in bodies_seen:
-            if other == body:
+            if other == body and not (carried and consumed.get(j)):
                 problems.append(f"{where}: same request as step {j}; a retry was kept twice")
         bodies_seen.append((i, body))
-        not_ready_causes.extend(f"{where}: {p}" for p in rules.tool_protocol_problems(full[i]))
-        if rules.bad_tool_arguments(message):
-            not_ready_causes.append(f"{where}: tool call arguments are not JSON")
+        not_ready_causes.extend(f"{where}: {t}" for _, t in rules.tool_protocol_problems(full[i]))
+        not_ready_causes.extend(t for _, t in rules.response_problems(message, i))
+        if i in partial:
+            not_ready_causes.append(f"{where}: executed in part")
 
     problems.extend(_tool_problems(row, raw, not_ready_causes))
     for i, (status, _, _) in info.items():
         if status == "completed" and raw.usage(i) is None:
             not_ready_causes.append(f"completed exchange {i} has no usage")
+        if status == "unreadable_request":
+            not_ready_causes.append(f"chat request {i} cannot be read")
     if row["training_ready"]:
         if not row["steps"]:
             problems.append("training-ready row without steps")

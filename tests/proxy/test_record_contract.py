@@ -8,8 +8,7 @@ from pathlib import Path
 import jsonschema
 import orjson
 
-from contagent.proxy.recorder import outcome_record, request_record
-from contagent.records import OutcomeRecord, RequestRecord
+from contagent.records import OutcomeRecord, RequestRecord, outcome_record, request_record
 from contagent.testing.llm_stub import Error, Reply, ToolCall
 from tests.proxy.conftest import client, json_stream_error
 

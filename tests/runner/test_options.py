@@ -10,7 +10,7 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.records import RolloutResult
+from contagent.records import RolloutResult, outcome_record, request_record
 from contagent.runner import agent_main
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
 from contagent.runner.experiment import load_experiment
@@ -109,26 +109,31 @@ def test_llm_settings_are_set_deliberately() -> None:
 
 def test_token_totals_and_wire_params(tmp_path: Path) -> None:
     log = tmp_path / "exchanges.jsonl"
+
+    def request(index: int, body: dict) -> dict:
+        return request_record(index=index, rollout_id="r", time=0.0, method="POST",
+                              path="/v1/chat/completions", headers={}, body=body, body_text=None,
+                              body_sha256="", body_bytes=0, stream=False, upstream_changes=[])  # fmt: skip
+
+    def outcome(index: int, usage: dict | None) -> dict:
+        return outcome_record(index=index, rollout_id="r", outcome="completed", status=200,
+                              client_status=200, started=0.0, first_byte=0.0, ended=0.0,
+                              usage=usage)  # fmt: skip
+
     lines = [
-        {
-            "type": "request",
-            "index": 0,
-            "body": {"model": "m", "messages": [], "tools": [], "temperature": 0.2},
-        },
-        {
-            "type": "outcome",
-            "index": 0,
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-        },
-        {"type": "request", "index": 1, "body": {"model": "m", "messages": []}},
-        {"type": "outcome", "index": 1, "usage": None},
+        request(0, {"model": "m", "messages": [], "tools": [], "temperature": 0.2}),
+        outcome(0, {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}),
+        request(1, {"model": "m", "messages": []}),
+        outcome(1, None),
         # counted as the exporter counts them: a missing total is the sum, Responses names too
-        {"type": "outcome", "index": 2, "usage": {"prompt_tokens": 5, "completion_tokens": 1}},
-        {"type": "outcome", "index": 3, "usage": {"input_tokens": 7, "output_tokens": 3}},
+        request(2, {"model": "m", "messages": []}),
+        outcome(2, {"prompt_tokens": 5, "completion_tokens": 1}),
+        request(3, {"model": "m", "messages": []}),
+        outcome(3, {"input_tokens": 7, "output_tokens": 3}),
     ]
     log.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b'\n{"torn')
     totals, wire = token_totals(log)
-    assert (totals.exchanges, totals.with_usage, totals.total_tokens) == (2, 3, 28)
+    assert (totals.exchanges, totals.with_usage, totals.total_tokens) == (4, 3, 28)
     assert (totals.prompt_tokens, totals.completion_tokens) == (22, 6)
     assert wire == {"model": "m", "temperature": 0.2}
     assert token_totals(tmp_path / "none.jsonl")[0].exchanges == 0
