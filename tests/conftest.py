@@ -13,12 +13,19 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("CONTAGENT_DOCKER_TESTS") == "1":
-        return
-    skip = pytest.mark.skip(reason="Docker end-to-end test: set CONTAGENT_DOCKER_TESTS=1")
+    enabled = {
+        "docker": os.environ.get("CONTAGENT_DOCKER_TESTS") == "1",
+        "ray": os.environ.get("CONTAGENT_RAY_TESTS") == "1",
+    }
+    reasons = {
+        "docker": "Docker end-to-end test: set CONTAGENT_DOCKER_TESTS=1",
+        "ray": "Ray cluster test: set CONTAGENT_RAY_TESTS=1 (scripts/ci-ray.sh)",
+    }
     for item in items:
-        if "docker" in item.keywords:
-            item.add_marker(skip)
+        for marker, on in enabled.items():
+            if not on and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reasons[marker]))
+                break
 
 
 @pytest.fixture()

@@ -1,0 +1,409 @@
+"""Rollouts as Ray tasks on a cluster (``contagent run --ray-address``).
+
+Each rollout is one Ray task asking for ``--rollout-cpus``. On its node the task
+runs the rollout exactly as the local runner does (that node's Docker engine and
+runner image, its own isolated network and recording proxy, clean-up by label),
+writing into a scratch folder on the node, and returns the files as one archive
+with the SHA-256 of every file. The driver checks every sum and moves the files
+into ``--log-dir``, the rollout folder last and in one rename: a rollout there is
+complete or absent. When a node is lost, Ray runs the task again on another node;
+the lost attempt never wrote into ``--log-dir``.
+
+Ray is imported only here, and only when a run asks for a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from contagent.errors import ContagentError
+from contagent.layout import RunPaths
+from contagent.records import RolloutResult
+from contagent.runner import docker_ops
+from contagent.runner.config import RunConfig
+from contagent.runner.executor import OnStarted
+from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+
+log = logging.getLogger(__name__)
+
+#: Times Ray runs a rollout's task again after its node or worker process was lost.
+TASK_RETRIES = 3
+#: Seconds the per-node checks (image before the run, clean-up after it) may take.
+NODE_CHECK_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """What a node needs for one rollout: its files travel with it (nodes share no disk)."""
+
+    config: RunConfig
+    plan: RolloutPlan
+    inputs: bytes  # tar: experiment/ (the experiment folder), skills/<name>/, upstream-ca.pem
+    has_ca: bool
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """A finished rollout's files, as a node returns them to the driver."""
+
+    node: str
+    archive: bytes  # tar of the rollout's files, paths relative to --log-dir
+    sha256: dict[str, str]  # every regular file in ``archive`` -> its digest
+
+
+def _digest(path: Path) -> str:
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+# --- on the node ---------------------------------------------------------------------------
+
+
+def _node_name() -> str:
+    import ray
+
+    return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:12]}"
+
+
+def image_problem(image: str) -> str | None:
+    """Why this node cannot run rollouts in ``image``, or None (a tiny task per node)."""
+    try:
+        client = docker_ops.connect()
+    except ContagentError as exc:
+        return str(exc)
+    try:
+        docker_ops.check_runner_image(client, image)
+    except ContagentError as exc:
+        return str(exc)
+    finally:
+        client.close()
+    return None
+
+
+def remove_run(run_id: str) -> int:
+    """Remove what the run left in this node's Docker engine; how many objects."""
+    client = docker_ops.connect()
+    try:
+        removed = docker_ops.remove_labelled(client, {docker_ops.LABEL_RUN: run_id})
+    finally:
+        client.close()
+    return len(removed.containers) + len(removed.networks)
+
+
+def run_on_node(job: NodeJob) -> Shipment:
+    """The Ray task of one rollout."""
+    return run_here(job, _node_name())
+
+
+def run_here(job: NodeJob, node: str) -> Shipment:
+    """Run ``job`` on this host's Docker engine in a scratch folder and pack its files."""
+    cfg, name = job.config, job.plan.name
+    scratch = Path(tempfile.mkdtemp(prefix=f"contagent-{cfg.run_id}-{name}-"))
+    client = docker_ops.connect()
+    try:
+        inputs = scratch / "inputs"
+        docker_ops.extract_tar([job.inputs], inputs)
+        exp = job.plan.experiment
+        here = replace(
+            exp,
+            root=inputs / "experiment",
+            skill_dirs=tuple(inputs / "skills" / d.name for d in exp.skill_dirs),
+        )
+        ca = inputs / "upstream-ca.pem" if job.has_ca else None
+        config = replace(cfg, log_dir=scratch / "log", upstream_ca=ca)
+        paths = RunPaths(scratch / "log")
+        paths.root.mkdir()
+        # A lost attempt of this rollout may have left its containers on this engine.
+        docker_ops.remove_labelled(
+            client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
+        )
+        ctx = RunContext(config, paths, client, threading.Event(), node=node)
+        _run_interruptible(ctx, RolloutPlan(here, job.plan.repeat_index))
+        return pack(paths, name, node)
+    finally:
+        client.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_interruptible(ctx: RunContext, plan: RolloutPlan) -> None:
+    """``run_rollout`` in a thread: Ray cancels a task by raising KeyboardInterrupt in its
+    main thread, which then tells the rollout to stop, kill its containers and clean up."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run_rollout(ctx, plan)
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name=f"rollout-{plan.name}")
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join(0.5)
+        except KeyboardInterrupt:
+            ctx.cancel.set()
+    if failure:
+        raise failure[0]
+
+
+def pack(paths: RunPaths, name: str, node: str) -> Shipment:
+    """The rollout's files under ``paths`` as one archive, with every file's digest."""
+    entries: list[tuple[str, Path | bytes, int]] = []
+    sums: dict[str, str] = {}
+    for path in paths.files_of(name):
+        if not path.exists():
+            continue
+        entries.append((path.relative_to(paths.root).as_posix(), path, 0o644))
+        for f in [path] if path.is_file() else _files(path):
+            sums[f.relative_to(paths.root).as_posix()] = _digest(f)
+    if paths.rollout(name).result.relative_to(paths.root).as_posix() not in sums:
+        raise ContagentError(f"rollout {name}: no result.json was written on node {node}")
+    return Shipment(node=node, archive=docker_ops.make_tar(entries), sha256=sums)
+
+
+# --- on the driver -------------------------------------------------------------------------
+
+
+def _move_in(paths: RunPaths, staged: RunPaths, name: str) -> None:
+    """Move a staged rollout into place: the side files, then the rollout folder in one rename."""
+    for src, dest in (
+        (staged.log(name), paths.log(name)),
+        (staged.result_text(name), paths.result_text(name)),
+        (staged.err(name), paths.err(name)),
+    ):
+        if src.exists():
+            os.replace(src, dest)
+    paths.rollouts_dir.mkdir(parents=True, exist_ok=True)
+    target = paths.rollout(name).root
+    if target.exists():
+        raise ContagentError(f"rollout {name}: {target} appeared while the run was writing it")
+    os.rename(staged.rollout(name).root, target)
+
+
+def _set_aside(paths: RunPaths, staging: Path) -> Path:
+    aside = paths.superseded_dir / f"{staging.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(staging), str(aside))
+    return aside
+
+
+def land(paths: RunPaths, name: str, shipment: Shipment) -> RolloutResult:
+    """Check a shipment against its digests and move it into ``paths``; raise if it is not whole.
+
+    A shipment that fails a check is kept under ``superseded/`` for inspection.
+    """
+    staging = paths.incoming_dir / f"{name}-{uuid.uuid4().hex[:8]}"
+    staged = RunPaths(staging)
+    try:
+        docker_ops.extract_tar([shipment.archive], staging)
+        got = {f.relative_to(staging).as_posix(): _digest(f) for f in _files(staging)}
+        bad = sorted(
+            k for k in got.keys() | shipment.sha256.keys() if got.get(k) != shipment.sha256.get(k)
+        )
+        if bad:
+            raise ContagentError(
+                f"{len(bad)} file(s) differ from what node {shipment.node} sent, first {bad[0]}"
+            )
+        result = RolloutResult.model_validate_json(staged.rollout(name).result.read_bytes())
+        if result.rollout_id != name:
+            raise ContagentError(f"its result.json is rollout {result.rollout_id!r}")
+    except (ContagentError, OSError, ValueError, ValidationError) as exc:
+        aside = _set_aside(paths, staging) if staging.exists() else None
+        reason = str(exc).splitlines()[0][:300]
+        kept = f"; kept in {aside}" if aside else ""
+        raise ContagentError(f"rollout {name}: files from node not whole: {reason}{kept}") from None
+    _move_in(paths, staged, name)
+    _drop(staging)
+    return result
+
+
+def _drop(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.parent.rmdir()  # only when no other rollout is being moved in
+    except OSError:
+        pass
+
+
+def record_failure(
+    paths: RunPaths, config: RunConfig, plan: RolloutPlan, reason: str, started: float
+) -> RolloutResult:
+    """An ``infra_error`` result for a rollout whose task failed for good (``--resume`` reruns it)."""
+    name = plan.name
+    result = RolloutResult(
+        rollout_id=name,
+        experiment=plan.experiment.name,
+        model=config.llm.served_model_name,
+        status="infra_error",
+        passed=False,
+        started=started,
+        ended=time.time(),
+        duration_s=time.time() - started,
+        run_id=config.run_id,
+        repeat_index=plan.repeat_index,
+        image=config.image,
+        error=reason,
+    )
+    if paths.rollout(name).root.exists():
+        return result  # landed already; the files there are the rollout's own
+    staged = RunPaths(paths.incoming_dir / f"{name}-{uuid.uuid4().hex[:8]}")
+    staged.rollout(name).root.mkdir(parents=True)
+    staged.rollout(name).result.write_text(result.model_dump_json(indent=2))
+    staged.result_text(name).write_text(f"== verdict: infra_error ==\n{reason}\n")
+    _move_in(paths, staged, name)
+    _drop(staged.root)
+    return result
+
+
+def _task_failure(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None)  # a RayTaskError wraps what the task raised
+    if isinstance(cause, BaseException):
+        exc = cause
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _inputs(config: RunConfig, plan: RolloutPlan) -> bytes:
+    entries: list[tuple[str, Path | bytes, int]] = [("experiment", plan.experiment.root, 0)]
+    entries += [(f"skills/{d.name}", d, 0) for d in plan.experiment.skill_dirs]
+    if config.upstream_ca is not None:
+        entries.append(("upstream-ca.pem", Path(config.upstream_ca).read_bytes(), 0o644))
+    return docker_ops.make_tar(entries)
+
+
+class RayExecutor:
+    """Rollouts as Ray tasks; each is landed in ``--log-dir`` by a driver thread."""
+
+    def __init__(self, config: RunConfig, paths: RunPaths, on_started: OnStarted) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ContagentError(
+                "--ray-address needs Ray: pip install 'contagent[ray]' (on the driver and every node)"
+            ) from None
+        self._ray: Any = ray
+        self._config, self._paths, self._on_started = config, paths, on_started
+        self._owns_connection = not ray.is_initialized()
+        if self._owns_connection:
+            try:
+                ray.init(
+                    address=config.ray_address, log_to_driver=False, logging_level=logging.WARNING
+                )
+            except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
+                raise ContagentError(
+                    f"cannot join the Ray cluster at {config.ray_address}: {_task_failure(exc)}"
+                ) from None
+        try:
+            self._check_nodes()
+        except BaseException:
+            self._disconnect()
+            raise
+        if paths.incoming_dir.is_dir():  # an earlier driver stopped while moving files in
+            for stale in sorted(paths.incoming_dir.iterdir()):
+                _set_aside(paths, stale)
+        self._task = ray.remote(num_cpus=config.rollout_cpus, max_retries=TASK_RETRIES)(
+            run_on_node
+        )
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Any] = {}
+        self._cancelled = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="ray-rollout")
+
+    def _on_each_node(self, fn: Any, nodes: list[dict[str, Any]], *args: Any) -> list[Any]:
+        """Run ``fn(*args)`` once on every node in ``nodes``; the results in that order."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        task = self._ray.remote(num_cpus=0, max_retries=0)(fn)
+        refs = [
+            task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(*args)
+            for n in nodes
+        ]
+        return list(self._ray.get(refs, timeout=NODE_CHECK_TIMEOUT_S))
+
+    def _check_nodes(self) -> None:
+        cpus = self._config.rollout_cpus
+        nodes = [
+            n
+            for n in self._ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= cpus
+        ]
+        if not nodes:
+            raise ContagentError(
+                f"no node of the Ray cluster at {self._config.ray_address} has the "
+                f"--rollout-cpus {cpus:g} CPUs a rollout asks for"
+            )
+        problems = self._on_each_node(image_problem, nodes, self._config.image)
+        for node, problem in zip(nodes, problems, strict=True):
+            if problem:
+                where = f"{node.get('NodeManagerAddress')}/{node['NodeID'][:12]}"
+                raise ContagentError(f"Ray node {where}: {problem}")
+
+    def _one(self, plan: RolloutPlan) -> RolloutResult:
+        started = time.time()
+        if self._cancelled.is_set():
+            return record_failure(self._paths, self._config, plan, "interrupted", started)
+        has_ca = self._config.upstream_ca is not None
+        ref = self._task.remote(NodeJob(self._config, plan, _inputs(self._config, plan), has_ca))
+        with self._lock:
+            self._inflight[plan.name] = ref
+        self._on_started(plan.name)
+        try:
+            shipment: Shipment = self._ray.get(ref)
+        except self._ray.exceptions.RayError as exc:  # Ray already retried a lost node's task
+            reason = "interrupted" if self._cancelled.is_set() else _task_failure(exc)
+            return record_failure(self._paths, self._config, plan, reason, started)
+        finally:
+            with self._lock:
+                self._inflight.pop(plan.name, None)
+        try:
+            return land(self._paths, plan.name, shipment)
+        except ContagentError as exc:
+            return record_failure(self._paths, self._config, plan, str(exc), started)
+
+    def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
+        return self._pool.submit(self._one, plan)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        with self._lock:
+            refs = list(self._inflight.values())
+        for ref in refs:
+            # Not force: the task's KeyboardInterrupt stops the rollout, which cleans up.
+            self._ray.cancel(ref)
+
+    def close(self) -> None:
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            alive = [n for n in self._ray.nodes() if n.get("Alive")]
+            try:
+                # Belt and braces on every node: nothing of this run may outlive it.
+                self._on_each_node(remove_run, alive, self._config.run_id)
+            except self._ray.exceptions.RayError as exc:
+                log.warning("clean-up on the Ray nodes failed: %s", _task_failure(exc))
+        finally:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        if self._owns_connection:
+            self._ray.shutdown()
