@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     }
     for item in items:
         for marker, on in enabled.items():
-            if not on and marker in item.keywords:
+            if not on and item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=reasons[marker]))
                 break
 

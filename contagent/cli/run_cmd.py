@@ -317,7 +317,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies)."),
         ] = None,
     ) -> None:
-        """Build the runner image (Python + the pinned OpenHands SDK)."""
+        """Build the runner image (Python + the pinned OpenHands SDK).
+
+        On a Ray cluster every node running rollouts needs the image under the name given as
+        --openhands-image: build it on each node, or build once, tag it with your registry's
+        name (--tag REGISTRY/contagent-runner:TAG), push it, pull it on each node and pass that
+        name as --openhands-image.
+        """
         from contagent.runner.build import build_image
 
         result = run_guarded(

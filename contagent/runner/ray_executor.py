@@ -320,9 +320,7 @@ class RayExecutor:
         if paths.incoming_dir.is_dir():  # an earlier driver stopped while moving files in
             for stale in sorted(paths.incoming_dir.iterdir()):
                 _set_aside(paths, stale)
-        self._task = ray.remote(num_cpus=config.rollout_cpus, max_retries=TASK_RETRIES)(
-            run_on_node
-        )
+        self._task = ray.remote(num_cpus=config.rollout_cpus, max_retries=TASK_RETRIES)(run_on_node)
         self._lock = threading.Lock()
         self._inflight: dict[str, Any] = {}
         self._cancelled = threading.Event()
