@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 from pydantic import ValidationError
 
 from contagent.errors import ContagentError
@@ -98,14 +99,29 @@ def image_problem(image: str) -> str | None:
     return None
 
 
-def remove_run(run_id: str) -> int:
-    """Remove what the run left in this node's Docker engine; how many objects."""
+def remove_run(run_id: str, timeout_s: float = 120.0) -> None:
+    """Remove what the run left in this node's Docker engine, until nothing is left.
+
+    An interrupted rollout may still be removing its own containers meanwhile (the
+    engine then answers 409), so this tries again until no object carries the label.
+    """
+    labels = {docker_ops.LABEL_RUN: run_id}
     client = docker_ops.connect()
+    deadline = time.monotonic() + timeout_s
     try:
-        removed = docker_ops.remove_labelled(client, {docker_ops.LABEL_RUN: run_id})
+        while True:
+            try:
+                docker_ops.remove_labelled(client, labels)
+                if not docker_ops.leftovers(client, labels):
+                    return
+            except docker.errors.APIError as exc:
+                log.info("run %s: clean-up busy: %s", run_id, exc)
+            if time.monotonic() > deadline:
+                left = ", ".join(docker_ops.leftovers(client, labels))
+                raise ContagentError(f"run {run_id}: still in Docker after {timeout_s:g} s: {left}")
+            time.sleep(1.0)
     finally:
         client.close()
-    return len(removed.containers) + len(removed.networks)
 
 
 def run_on_node(job: NodeJob) -> Shipment:
@@ -145,20 +161,26 @@ def run_here(job: NodeJob, node: str) -> Shipment:
 
 def _run_interruptible(ctx: RunContext, plan: RolloutPlan) -> None:
     """``run_rollout`` in a thread: Ray cancels a task by raising KeyboardInterrupt in its
-    main thread, which then tells the rollout to stop, kill its containers and clean up."""
+    main thread, which then tells the rollout to stop, kill its containers and clean up.
+
+    The main thread waits on an event, not on ``Thread.join``: a KeyboardInterrupt inside
+    ``join`` can leave the thread marked as finished while it still runs.
+    """
     failure: list[BaseException] = []
+    done = threading.Event()
 
     def target() -> None:
         try:
             run_rollout(ctx, plan)
         except BaseException as exc:
             failure.append(exc)
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=target, name=f"rollout-{plan.name}")
-    worker.start()
-    while worker.is_alive():
+    threading.Thread(target=target, name=f"rollout-{plan.name}", daemon=True).start()
+    while not done.is_set():
         try:
-            worker.join(0.5)
+            done.wait(0.5)
         except KeyboardInterrupt:
             ctx.cancel.set()
     if failure:
@@ -369,7 +391,9 @@ class RayExecutor:
         try:
             shipment: Shipment = self._ray.get(ref)
         except self._ray.exceptions.RayError as exc:  # Ray already retried a lost node's task
-            reason = "interrupted" if self._cancelled.is_set() else _task_failure(exc)
+            reason = _task_failure(exc)
+            if self._cancelled.is_set():
+                reason = f"interrupted ({reason})"
             return record_failure(self._paths, self._config, plan, reason, started)
         finally:
             with self._lock:

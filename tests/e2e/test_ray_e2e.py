@@ -182,7 +182,7 @@ def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
     assert proc.returncode == 130, out + err
     assert "interrupted" in err
     # Every node removed the run's containers and networks (the run_id fixture checks too).
-    assert docker_ops.leftovers(docker_client, {docker_ops.LABEL_RUN: run_id}) == []
+    assert docker_ops.leftovers(docker_client, {docker_ops.LABEL_RUN: run_id}) == [], err
     # The two rollouts that had started stopped and came back as interrupted, their
     # recordings kept; the third never started.
     results = _results(tmp_path / "logs")
