@@ -1,14 +1,12 @@
 """How a Ray rollout's files reach --log-dir: whole (every digest checked) or not at all.
 
 These run without Ray and without Docker: packing, checking and moving files in
-are plain functions of ``contagent.runner.ray_executor``.
+are plain functions of ``contagent.runner.transfer``.
 """
 
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import tarfile
 from dataclasses import replace
 from pathlib import Path
@@ -20,9 +18,9 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner.config import FINISHED_STATUSES, LlmOptions, RunConfig
 from contagent.runner.experiment import load_experiment
-from contagent.runner.ray_executor import Shipment, land, pack, record_failure
 from contagent.runner.rollout import RolloutPlan
-from tests.conftest import REPO, cli
+from contagent.runner.transfer import Shipment, land, pack, record_failure
+from tests.conftest import REPO
 
 EXCHANGES = b'{"type":"request","index":0}\n{"type":"outcome","index":0}\n'
 
@@ -127,42 +125,3 @@ def test_a_task_failed_for_good_is_an_infra_error_that_resume_reruns(tmp_path: P
     assert result.status == "infra_error" and result.error == "NodeDiedError: node lost"
     assert result.status not in FINISHED_STATUSES
     assert "NodeDiedError" in paths.result_text("exp_001_r1").read_text()
-
-
-_NO_RAY = (
-    "import sys\n"
-    "class Block:\n"
-    "    def find_spec(self, name, path=None, target=None):\n"
-    "        if name == 'ray' or name.startswith('ray.'):\n"
-    "            raise ImportError('No module named ray (blocked by the test)')\n"
-    "sys.meta_path.insert(0, Block())\n"
-)
-
-
-def test_the_local_runner_never_imports_ray(tmp_path: Path) -> None:
-    code = _NO_RAY + (
-        "import contagent.cli, contagent.cli.run_cmd, contagent.runner.run\n"
-        "import contagent.runner.executor\n"
-        "from contagent.runner.config import LlmOptions, RunConfig\n"
-        "from contagent.runner.executor import open_executor\n"
-        "assert 'ray' not in sys.modules\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-
-
-def test_ray_address_without_ray_installed_is_one_line(tmp_path: Path) -> None:
-    code = _NO_RAY + "from contagent.cli import main\nsys.argv[0] = 'contagent'\nmain()\n"
-    args = ["run", "--served-model-name", "m", "--ray-address", "127.0.0.1:1"]
-    args += ["--experiment", "exp_001", "--log-dir", str(tmp_path / "logs")]
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO
-    )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    [line] = proc.stderr.splitlines()
-    assert "--ray-address needs Ray: pip install 'contagent[ray]'" in line
-
-
-def test_rollout_cpus_must_be_positive(tmp_path: Path) -> None:
-    proc = cli("run", "--served-model-name", "m", "--rollout-cpus", "0", "--ray-address", "auto")
-    assert proc.returncode != 0 and "--rollout-cpus must be positive" in proc.stderr + proc.stdout
