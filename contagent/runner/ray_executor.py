@@ -246,7 +246,12 @@ class RayExecutor:
                 f"no node of the Ray cluster at {self._config.ray_address} has the "
                 f"--rollout-cpus {cpus:g} CPUs a rollout asks for"
             )
-        problems = self._on_each_node(image_problem, nodes, self._config.image)
+        try:
+            problems = self._on_each_node(image_problem, nodes, self._config.image)
+        except self._ray.exceptions.RayError as exc:  # a node lost, or no answer in time
+            raise ContagentError(
+                f"checking the runner image on the Ray nodes failed: {_task_failure(exc)}"
+            ) from None
         for node, problem in zip(nodes, problems, strict=True):
             if problem:
                 where = f"{node.get('NodeManagerAddress')}/{node['NodeID'][:12]}"
@@ -256,8 +261,13 @@ class RayExecutor:
         started = time.time()
         if self._cancelled.is_set():
             return record_failure(self._paths, self._config, plan, "interrupted", started)
+        try:
+            inputs = _inputs(self._config, plan)
+        except OSError as exc:  # the experiment folder changed under the run
+            reason = f"cannot pack the experiment: {exc}"
+            return record_failure(self._paths, self._config, plan, reason, started)
         has_ca = self._config.upstream_ca is not None
-        ref = self._task.remote(NodeJob(self._config, plan, _inputs(self._config, plan), has_ca))
+        ref = self._task.remote(NodeJob(self._config, plan, inputs, has_ca))
         with self._lock:
             self._inflight[plan.name] = ref
         self._on_started(plan.name)
