@@ -176,7 +176,7 @@ def main() -> int:
         if ray_rate:
             extra = 60 / ray_rate[0] - 60 / local[jobs]
             print(
-                f"--jobs {jobs}: Ray costs {extra:+.2f} s of wall time per rollout beside the local runner"
+                f"--jobs {jobs}: Ray run costs {extra:+.2f} s of wall time per rollout beside the local runner (rollouts/min)"
             )
     print("baseline: the local runner with the same --jobs (no figure in the issue)")
     return 0
