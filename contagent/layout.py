@@ -107,7 +107,8 @@ class RunPaths:
         ├── <name>.err                 stderr of the runner container
         ├── rollouts/
         │   └── <name>/                a RolloutPaths: exchanges.jsonl + result.json
-        └── superseded/<name>-<time>/  an unfinished earlier attempt moved aside by --resume
+        ├── superseded/<name>-<time>/  an unfinished earlier attempt moved aside by --resume
+        └── .incoming/<name>-<id>/     a Ray rollout's files while they are checked and moved in
 
     ``<name>`` is the rollout id: the experiment name, with ``_r<k>`` appended
     for repeats after the first. ``contagent export <log-dir>/rollouts`` reads
@@ -123,6 +124,10 @@ class RunPaths:
     @property
     def superseded_dir(self) -> Path:
         return self.root / "superseded"
+
+    @property
+    def incoming_dir(self) -> Path:
+        return self.root / ".incoming"
 
     def rollout(self, name: str) -> RolloutPaths:
         return RolloutPaths.for_rollout(self.rollouts_dir, name)

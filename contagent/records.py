@@ -214,6 +214,11 @@ class RolloutResult(BaseModel):
         None, ge=0, description="Which repeat of the experiment (0-based)."
     )
     image: str | None = Field(None, description="Runner image the rollout ran in.")
+    node: str | None = Field(
+        None,
+        description="Where the rollout ran: the host name, with `/<Ray node id prefix>` "
+        "appended on a Ray cluster.",
+    )
     exit_codes: ExitCodes | None = None
     timings: PhaseTimings | None = None
     iterations: int | None = Field(None, ge=0, description="Agent steps (LLM responses acted on).")

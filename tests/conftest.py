@@ -16,6 +16,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _OPT_IN = {
     "docker": ("CONTAGENT_DOCKER_TESTS", "Docker end-to-end test"),
     "browser": ("CONTAGENT_BROWSER_TESTS", "browser test (scripts/ci-browser.sh)"),
+    "ray": ("CONTAGENT_RAY_TESTS", "Ray cluster test (scripts/ci-ray.sh)"),
 }
 
 
@@ -25,7 +26,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         skip = pytest.mark.skip(reason=f"{what}: set {variable}=1")
         for item in items:
-            if marker in item.keywords:
+            # get_closest_marker, not keywords: "ray" would match a file name too
+            if item.get_closest_marker(marker) is not None:
                 item.add_marker(skip)
 
 

@@ -30,6 +30,7 @@ class _Progress:
         self.failed = 0
         self.errors = 0
         self.tokens = 0
+        self.nodes: dict[str, int] = {}  # rollouts finished on each node
         self.problems: list[str] = []
         self.t0 = time.monotonic()
 
@@ -51,6 +52,8 @@ class _Progress:
                     self.errors += result.status not in ("passed", "failed")
                     if result.tokens is not None:
                         self.tokens += result.tokens.total_tokens
+                    if event.kind == "finished" and result.node:
+                        self.nodes[result.node] = self.nodes.get(result.node, 0) + 1
 
     def __rich__(self) -> Group:
         with self.lock:
@@ -70,13 +73,20 @@ class _Progress:
                 Text(f"  running {n} ({now - t:.0f}s)", style="dim")
                 for n, t in sorted(self.running.items())
             ]
+            if self.nodes:
+                per_node = "  ".join(f"{n} {k}" for n, k in sorted(self.nodes.items()))
+                lines.insert(0, Text(f"  done per node: {per_node}", style="dim"))
             return Group(head, *lines)
 
 
 def _summary_table(summary: Any) -> Table:
     table = Table(title=f"run {summary.run_id}  ({summary.wall_s:.1f}s)")
-    for col in ("rollout", "status", "stop", "iter", "tokens", "wall s", "note"):
-        table.add_column(col, justify="right" if col in ("iter", "tokens", "wall s") else "left")
+    for col in ("rollout", "status", "stop", "iter", "tokens", "wall s", "node", "note"):
+        table.add_column(
+            col,
+            justify="right" if col in ("iter", "tokens", "wall s") else "left",
+            no_wrap=col in ("rollout", "node"),
+        )
     colour = {"passed": "green", "failed": "red"}
     for r in sorted([*summary.resumed, *summary.results], key=lambda r: r.rollout_id):
         note = "resumed" if r in summary.resumed else (r.error or "")
@@ -87,10 +97,11 @@ def _summary_table(summary: Any) -> Table:
             "" if r.iterations is None else str(r.iterations),
             "" if r.tokens is None else f"{r.tokens.total_tokens:,}",
             "" if r.timings is None else f"{r.timings.wall_s:.1f}",
+            r.node or "",
             note[:80],
         )
     for p in summary.problems:
-        table.add_row(p.name, Text("skipped", style="yellow"), "", "", "", "", p.message[:120])
+        table.add_row(p.name, Text("skipped", style="yellow"), "", "", "", "", "", p.message[:120])
     return table
 
 
@@ -151,7 +162,19 @@ def register(app: typer.Typer) -> None:
                 help="NO LONGER USED: each rollout gets its own isolated network and reaches the LLM only through the recording proxy; the value is ignored with a warning."
             ),
         ] = None,
-        jobs: Annotated[int, typer.Option(help="Rollouts in parallel.")] = 1,
+        jobs: Annotated[
+            int, typer.Option(help="Rollouts in parallel (across the cluster with --ray-address).")
+        ] = 1,
+        ray_address: Annotated[
+            str | None,
+            typer.Option(
+                help="Run each rollout as a task on this Ray cluster (`auto` or HOST:PORT; "
+                "needs `pip install 'contagent[ray]'`); default: on this host."
+            ),
+        ] = None,
+        rollout_cpus: Annotated[
+            float, typer.Option(help="CPUs each rollout's Ray task asks for (with --ray-address).")
+        ] = 1.0,
         repeat: Annotated[int, typer.Option(help="Rollouts per experiment.")] = 1,
         timeout: Annotated[
             float,
@@ -235,6 +258,8 @@ def register(app: typer.Typer) -> None:
                 experiments=tuple(experiment or ()),
                 image=openhands_image,
                 jobs=jobs,
+                ray_address=ray_address,
+                rollout_cpus=rollout_cpus,
                 repeat=repeat,
                 timeout_s=timeout,
                 max_iterations=max_iterations,
@@ -292,7 +317,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies)."),
         ] = None,
     ) -> None:
-        """Build the runner image (Python + the pinned OpenHands SDK)."""
+        """Build the runner image (Python + the pinned OpenHands SDK).
+
+        On a Ray cluster every node running rollouts needs the image under the name given as
+        --openhands-image: build it on each node, or build once, tag it with your registry's
+        name (--tag REGISTRY/contagent-runner:TAG), push it, pull it on each node and pass that
+        name as --openhands-image.
+        """
         from contagent.runner.build import build_image
 
         result = run_guarded(

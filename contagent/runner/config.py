@@ -84,10 +84,14 @@ class RunConfig:
     resume: bool = False
     run_id: str = field(default_factory=new_run_id)
     owner: str = ""
+    ray_address: str | None = None  # None: the local runner; else rollouts are Ray tasks
+    rollout_cpus: float = 1.0  # CPUs each rollout's Ray task asks for
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
             raise ContagentError("--jobs must be 1 or more")
+        if not self.rollout_cpus > 0:
+            raise ContagentError("--rollout-cpus must be positive")
         if self.repeat < 1:
             raise ContagentError("--repeat must be 1 or more")
         if self.timeout_s <= 0:

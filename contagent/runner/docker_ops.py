@@ -33,6 +33,9 @@ LABEL_OWNER = "contagent.owner"
 LABEL_ROLLOUT = "contagent.rollout"
 LABEL_ROLE = "contagent.role"
 
+#: Set by docker/Dockerfile; images without it lack the venv and entrypoint the runner needs.
+RUNNER_IMAGE_LABEL = "contagent.runner-image"
+
 
 def default_owner() -> str:
     """Who owns the objects a run creates: ``CONTAGENT_OWNER`` or ``user-uid@host``."""
@@ -50,6 +53,21 @@ def connect() -> docker.DockerClient:
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise ContagentError(f"cannot reach the Docker engine: {exc}") from None
     return client
+
+
+def check_runner_image(client: docker.DockerClient, image: str) -> None:
+    """Raise :class:`ContagentError` unless ``image`` is a contagent runner image on this engine."""
+    try:
+        found = client.images.get(image)
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise ContagentError(
+            f"runner image {image} not found ({type(exc).__name__}); build it with `contagent build`"
+        ) from None
+    if (found.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
+        raise ContagentError(
+            f"--openhands-image {image} is not a contagent runner image "
+            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build`"
+        )
 
 
 def make_tar(entries: Iterable[tuple[str, Path | bytes, int]]) -> bytes:

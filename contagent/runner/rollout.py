@@ -63,6 +63,7 @@ class RunContext:
     paths: RunPaths
     client: docker.DockerClient
     cancel: threading.Event
+    node: str | None = None  # recorded in result.json as where the rollout ran
 
     def labels(self, rollout: str, role: str) -> dict[str, str]:
         return {
@@ -298,6 +299,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         run_id=cfg.run_id,
         repeat_index=plan.repeat_index,
         image=cfg.image,
+        node=ctx.node,
         exit_codes=ExitCodes(
             setup=codes.get("setup"),
             agent=codes.get("agent"),

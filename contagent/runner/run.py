@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,13 +17,11 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
+from contagent.runner.executor import open_executor
 from contagent.runner.experiment import ExperimentProblem, discover_experiments
-from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+from contagent.runner.rollout import RolloutPlan
 
 log = logging.getLogger(__name__)
-
-#: Set by docker/Dockerfile; images without it lack the venv and entrypoint the runner needs.
-RUNNER_IMAGE_LABEL = "contagent.runner-image"
 
 
 @dataclass(frozen=True)
@@ -128,52 +125,33 @@ def run_experiments(
         summary.wall_s = time.monotonic() - t0
         return summary
 
-    client = docker_ops.connect()
-    try:
-        image = client.images.get(config.image)
-    except Exception as exc:
-        raise ContagentError(
-            f"runner image {config.image} not found ({type(exc).__name__}); build it with `contagent build`"
-        ) from None
-    if (image.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
-        raise ContagentError(
-            f"--openhands-image {config.image} is not a contagent runner image "
-            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build`"
-        )
-    ctx = RunContext(config=config, paths=paths, client=client, cancel=threading.Event())
+    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
 
-    def one(plan: RolloutPlan) -> RolloutResult:
-        emit(RunEvent("started", name=plan.name))
-        result = run_rollout(ctx, plan)
-        emit(RunEvent("finished", name=plan.name, result=result))
-        return result
+    def collect(fut: Future[RolloutResult]) -> None:
+        result = fut.result()
+        summary.results.append(result)
+        emit(RunEvent("finished", name=result.rollout_id, result=result))
 
-    pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="rollout")
     pending: set[Future[RolloutResult]] = set()
     queue = list(todo)
     try:
         while queue or pending:
-            while queue and len(pending) < config.jobs and not ctx.cancel.is_set():
-                pending.add(pool.submit(one, queue.pop(0)))
+            while queue and len(pending) < config.jobs and not summary.interrupted:
+                pending.add(executor.submit(queue.pop(0)))
             if not pending:
                 break
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
-                summary.results.append(fut.result())
+                collect(fut)
     except KeyboardInterrupt:
-        # Running rollouts see the flag, kill their containers and clean up themselves.
-        ctx.cancel.set()
+        executor.cancel()
         summary.interrupted = True
         for fut in pending:
             try:
-                summary.results.append(fut.result())
+                collect(fut)
             except KeyboardInterrupt:
                 break
     finally:
-        ctx.cancel.set()
-        pool.shutdown(wait=True, cancel_futures=True)
-        # Belt and braces: nothing of this run may outlive it.
-        docker_ops.remove_labelled(client, {docker_ops.LABEL_RUN: config.run_id})
-        client.close()
+        executor.close()
     summary.wall_s = time.monotonic() - t0
     return summary

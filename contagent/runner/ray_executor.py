@@ -1,0 +1,314 @@
+"""Rollouts as Ray tasks on a cluster (``contagent run --ray-address``).
+
+Each rollout is one Ray task asking for ``--rollout-cpus``. On its node the task
+runs the rollout exactly as the local runner does (that node's Docker engine and
+runner image, its own isolated network and recording proxy, clean-up by label),
+writing into a scratch folder on the node, and returns the files as one archive
+with the SHA-256 of every file. The driver checks every sum and moves the files
+into ``--log-dir``, the rollout folder last and in one rename: a rollout there is
+complete or absent. When a node is lost, Ray runs the task again on another node;
+the lost attempt never wrote into ``--log-dir``.
+
+Ray is imported only here, and only when a run asks for a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+from contagent.errors import ContagentError
+from contagent.layout import RunPaths
+from contagent.records import RolloutResult
+from contagent.runner import docker_ops
+from contagent.runner.config import RunConfig
+from contagent.runner.executor import OnStarted
+from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+from contagent.runner.transfer import Shipment, land, pack, record_failure, set_aside
+
+log = logging.getLogger(__name__)
+
+#: Times Ray runs a rollout's task again after its node or worker process was lost.
+TASK_RETRIES = 3
+#: Seconds the per-node checks (image before the run, clean-up after it) may take.
+NODE_CHECK_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """What a node needs for one rollout: its files travel with it (nodes share no disk)."""
+
+    config: RunConfig
+    plan: RolloutPlan
+    inputs: bytes  # tar: experiment/ (the experiment folder), skills/<name>/, upstream-ca.pem
+    has_ca: bool
+
+
+# --- on the node ---------------------------------------------------------------------------
+
+
+def _node_name() -> str:
+    import ray
+
+    return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:12]}"
+
+
+def image_problem(image: str) -> str | None:
+    """Why this node cannot run rollouts in ``image``, or None (a tiny task per node)."""
+    try:
+        client = docker_ops.connect()
+    except ContagentError as exc:
+        return str(exc)
+    try:
+        docker_ops.check_runner_image(client, image)
+    except ContagentError as exc:
+        return str(exc)
+    finally:
+        client.close()
+    return None
+
+
+def remove_run(run_id: str, timeout_s: float = 120.0) -> None:
+    """Remove what the run left in this node's Docker engine, until nothing is left.
+
+    An interrupted rollout may still be removing its own containers meanwhile (the
+    engine then answers 409), so this tries again until no object carries the label.
+    """
+    labels = {docker_ops.LABEL_RUN: run_id}
+    client = docker_ops.connect()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                docker_ops.remove_labelled(client, labels)
+                if not docker_ops.leftovers(client, labels):
+                    return
+            except docker.errors.APIError as exc:
+                log.info("run %s: clean-up busy: %s", run_id, exc)
+            if time.monotonic() > deadline:
+                left = ", ".join(docker_ops.leftovers(client, labels))
+                raise ContagentError(f"run {run_id}: still in Docker after {timeout_s:g} s: {left}")
+            time.sleep(1.0)
+    finally:
+        client.close()
+
+
+def run_on_node(job: NodeJob) -> Shipment:
+    """The Ray task of one rollout."""
+    return run_here(job, _node_name())
+
+
+def run_here(job: NodeJob, node: str) -> Shipment:
+    """Run ``job`` on this host's Docker engine in a scratch folder and pack its files."""
+    cfg, name = job.config, job.plan.name
+    scratch = Path(tempfile.mkdtemp(prefix=f"contagent-{cfg.run_id}-{name}-"))
+    client = docker_ops.connect()
+    try:
+        inputs = scratch / "inputs"
+        docker_ops.extract_tar([job.inputs], inputs)
+        exp = job.plan.experiment
+        here = replace(
+            exp,
+            root=inputs / "experiment",
+            skill_dirs=tuple(inputs / "skills" / d.name for d in exp.skill_dirs),
+        )
+        ca = inputs / "upstream-ca.pem" if job.has_ca else None
+        config = replace(cfg, log_dir=scratch / "log", upstream_ca=ca)
+        paths = RunPaths(scratch / "log")
+        paths.root.mkdir()
+        # A lost attempt of this rollout may have left its containers on this engine.
+        docker_ops.remove_labelled(
+            client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
+        )
+        ctx = RunContext(config, paths, client, threading.Event(), node=node)
+        _run_interruptible(ctx, RolloutPlan(here, job.plan.repeat_index))
+        return pack(paths, name, node)
+    finally:
+        client.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_interruptible(ctx: RunContext, plan: RolloutPlan) -> None:
+    """``run_rollout`` in a thread: Ray cancels a task by raising KeyboardInterrupt in its
+    main thread, which then tells the rollout to stop, kill its containers and clean up.
+
+    The main thread waits on an event, not on ``Thread.join``: a KeyboardInterrupt inside
+    ``join`` can leave the thread marked as finished while it still runs.
+    """
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            run_rollout(ctx, plan)
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"rollout-{plan.name}", daemon=True).start()
+    while not done.is_set():
+        try:
+            done.wait(0.5)
+        except KeyboardInterrupt:
+            ctx.cancel.set()
+    if failure:
+        raise failure[0]
+
+
+# --- on the driver -------------------------------------------------------------------------
+
+
+def _task_failure(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None)  # a RayTaskError wraps what the task raised
+    if isinstance(cause, BaseException):
+        exc = cause
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _inputs(config: RunConfig, plan: RolloutPlan) -> bytes:
+    entries: list[tuple[str, Path | bytes, int]] = [("experiment", plan.experiment.root, 0)]
+    entries += [(f"skills/{d.name}", d, 0) for d in plan.experiment.skill_dirs]
+    if config.upstream_ca is not None:
+        entries.append(("upstream-ca.pem", Path(config.upstream_ca).read_bytes(), 0o644))
+    return docker_ops.make_tar(entries)
+
+
+class RayExecutor:
+    """Rollouts as Ray tasks; each is landed in ``--log-dir`` by a driver thread."""
+
+    def __init__(self, config: RunConfig, paths: RunPaths, on_started: OnStarted) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ContagentError(
+                "--ray-address needs Ray: pip install 'contagent[ray]' (on the driver and every node)"
+            ) from None
+        self._ray: Any = ray
+        self._config, self._paths, self._on_started = config, paths, on_started
+        self._owns_connection = not ray.is_initialized()
+        if self._owns_connection:
+            try:
+                ray.init(
+                    address=config.ray_address, log_to_driver=False, logging_level=logging.WARNING
+                )
+            except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
+                raise ContagentError(
+                    f"cannot join the Ray cluster at {config.ray_address}: {_task_failure(exc)}"
+                ) from None
+        try:
+            self._check_nodes()
+        except BaseException:
+            self._disconnect()
+            raise
+        if paths.incoming_dir.is_dir():  # an earlier driver stopped while moving files in
+            for stale in sorted(paths.incoming_dir.iterdir()):
+                set_aside(paths, stale)
+        self._task = ray.remote(num_cpus=config.rollout_cpus, max_retries=TASK_RETRIES)(run_on_node)
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Any] = {}
+        self._cancelled = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="ray-rollout")
+
+    def _on_each_node(self, fn: Any, nodes: list[dict[str, Any]], *args: Any) -> list[Any]:
+        """Run ``fn(*args)`` once on every node in ``nodes``; the results in that order."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        task = self._ray.remote(num_cpus=0, max_retries=0)(fn)
+        refs = [
+            task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(*args)
+            for n in nodes
+        ]
+        return list(self._ray.get(refs, timeout=NODE_CHECK_TIMEOUT_S))
+
+    def _check_nodes(self) -> None:
+        cpus = self._config.rollout_cpus
+        nodes = [
+            n
+            for n in self._ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= cpus
+        ]
+        if not nodes:
+            raise ContagentError(
+                f"no node of the Ray cluster at {self._config.ray_address} has the "
+                f"--rollout-cpus {cpus:g} CPUs a rollout asks for"
+            )
+        try:
+            problems = self._on_each_node(image_problem, nodes, self._config.image)
+        except self._ray.exceptions.RayError as exc:  # a node lost, or no answer in time
+            raise ContagentError(
+                f"checking the runner image on the Ray nodes failed: {_task_failure(exc)}"
+            ) from None
+        for node, problem in zip(nodes, problems, strict=True):
+            if problem:
+                where = f"{node.get('NodeManagerAddress')}/{node['NodeID'][:12]}"
+                raise ContagentError(f"Ray node {where}: {problem}")
+
+    def _one(self, plan: RolloutPlan) -> RolloutResult:
+        started = time.time()
+        if self._cancelled.is_set():
+            return record_failure(self._paths, self._config, plan, "interrupted", started)
+        try:
+            inputs = _inputs(self._config, plan)
+        except OSError as exc:  # the experiment folder changed under the run
+            reason = f"cannot pack the experiment: {exc}"
+            return record_failure(self._paths, self._config, plan, reason, started)
+        has_ca = self._config.upstream_ca is not None
+        ref = self._task.remote(NodeJob(self._config, plan, inputs, has_ca))
+        with self._lock:
+            self._inflight[plan.name] = ref
+        self._on_started(plan.name)
+        try:
+            shipment: Shipment = self._ray.get(ref)
+        except self._ray.exceptions.RayError as exc:  # Ray already retried a lost node's task
+            reason = _task_failure(exc)
+            if self._cancelled.is_set():
+                reason = f"interrupted ({reason})"
+            return record_failure(self._paths, self._config, plan, reason, started)
+        finally:
+            with self._lock:
+                self._inflight.pop(plan.name, None)
+        try:
+            return land(self._paths, plan.name, shipment)
+        except ContagentError as exc:
+            return record_failure(self._paths, self._config, plan, str(exc), started)
+
+    def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
+        return self._pool.submit(self._one, plan)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        with self._lock:
+            refs = list(self._inflight.values())
+        for ref in refs:
+            # Not force: the task's KeyboardInterrupt stops the rollout, which cleans up.
+            self._ray.cancel(ref)
+
+    def close(self) -> None:
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            alive = [n for n in self._ray.nodes() if n.get("Alive")]
+            try:
+                # Belt and braces on every node: nothing of this run may outlive it.
+                self._on_each_node(remove_run, alive, self._config.run_id)
+            except self._ray.exceptions.RayError as exc:
+                log.warning("clean-up on the Ray nodes failed: %s", _task_failure(exc))
+        finally:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
+        if self._owns_connection:
+            self._ray.shutdown()
