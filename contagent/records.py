@@ -174,7 +174,9 @@ class LlmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="LiteLLM model string, e.g. openai/<served-model-name>.")
+    model: str = Field(
+        description="The model as the agent was given it, e.g. openai/<served-model-name> for OpenHands."
+    )
     base_url: str = Field(description="The recording proxy's URL for this rollout.")
     num_retries: int = Field(
         description="LLM call retries by the SDK (0: a failed call is not re-sent)."
@@ -214,6 +216,8 @@ class RolloutResult(BaseModel):
         None, ge=0, description="Which repeat of the experiment (0-based)."
     )
     image: str | None = Field(None, description="Runner image the rollout ran in.")
+    agent: str | None = Field(None, description="The agent that ran (`contagent run --agent`).")
+    agent_version: str | None = Field(None, description="The agent's version in the image.")
     exit_codes: ExitCodes | None = None
     timings: PhaseTimings | None = None
     iterations: int | None = Field(None, ge=0, description="Agent steps (LLM responses acted on).")

@@ -75,6 +75,8 @@ NotReadyKind = Literal[
     "reasoning_conflict",
     "no_steps",
     "truncated",
+    "responses_chain",
+    "unsupported_item",
 ]
 
 #: Excluded-exchange reasons. The first six are the contract of the issue; the
@@ -166,16 +168,30 @@ def has_think_conflict(message: dict[str, Any]) -> bool:
     )
 
 
+def _tool_key(tool: Any) -> str | None:
+    """A function tool's name; ``<type>:<name>`` (or the type) for other kinds of tool."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function")
+    if isinstance(fn, dict):
+        name = fn.get("name")
+        return name if isinstance(name, str) else None
+    kind, name = tool.get("type"), tool.get("name")
+    if not isinstance(kind, str) or kind == "function":
+        return None
+    return f"{kind}:{name}" if isinstance(name, str) else kind
+
+
 def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rule 6: union of tool definitions keyed by function name; returns (tools, conflicts)."""
+    """Rule 6: union of tool definitions keyed by function name (type and name for other
+    kinds, e.g. a Responses ``namespace`` or ``web_search``); returns (tools, conflicts)."""
     by_name: dict[str, dict[str, Any]] = {}
     conflicts: list[str] = []
     for tools in tool_lists:
         if not isinstance(tools, list):
             continue
         for tool in tools:
-            fn = tool.get("function") if isinstance(tool, dict) else None
-            name = fn.get("name") if isinstance(fn, dict) else None
+            name = _tool_key(tool)
             if not isinstance(name, str):
                 conflicts.append("tool definition without a function name")
                 continue

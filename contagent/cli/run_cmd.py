@@ -39,6 +39,8 @@ class _Progress:
                 self.total = event.total
             elif event.kind == "problem":
                 self.problems.append(event.message)
+            elif event.kind == "notice":
+                console.print(f"[yellow]{event.name}:[/]", Text(event.message), soft_wrap=True)
             elif event.kind == "started":
                 self.running[event.name] = time.monotonic()
             elif event.kind in ("finished", "skipped"):
@@ -142,6 +144,13 @@ def register(app: typer.Typer) -> None:
         skills_dir: Annotated[
             Path, typer.Option(help="Folder of skill folders (<name>/SKILL.md).")
         ] = Path("skills"),
+        agent: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="Agent to run each experiment with (repeatable; default openhands): "
+                "openhands, mini-swe-agent, codex. With several, rollout names end in __<agent>."
+            ),
+        ] = None,
         openhands_image: Annotated[
             str, typer.Option(help="The runner image (built by `contagent build`).")
         ] = "contagent-runner:latest",
@@ -204,7 +213,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        """Run experiments in Docker with the OpenHands agent, recording every LLM exchange."""
+        """Run experiments in Docker with a headless agent, recording every LLM exchange."""
         from contagent.runner.config import LlmOptions, RunConfig, new_run_id, upstream_base
         from contagent.runner.run import run_experiments
 
@@ -234,6 +243,7 @@ def register(app: typer.Typer) -> None:
                 ),
                 experiments=tuple(experiment or ()),
                 image=openhands_image,
+                agents=tuple(agent or ("openhands",)),
                 jobs=jobs,
                 repeat=repeat,
                 timeout_s=timeout,

@@ -10,15 +10,17 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
+from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
-from contagent.runner.experiment import ExperimentProblem, discover_experiments
+from contagent.runner.experiment import Experiment, ExperimentProblem, discover_experiments
 from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,7 @@ RUNNER_IMAGE_LABEL = "contagent.runner-image"
 
 @dataclass(frozen=True)
 class RunEvent:
-    """A progress notification: ``kind`` is planned, problem, skipped, started or finished."""
+    """A progress notification: ``kind`` is planned, problem, notice, skipped, started or finished."""
 
     kind: str
     name: str = ""
@@ -102,6 +104,32 @@ def _prepare(
     return todo, done
 
 
+def plan_rollouts(config: RunConfig, experiments: list[Experiment]) -> list[RolloutPlan]:
+    """Every (experiment, repeat, agent); names carry the agent when there are several."""
+    several = len(config.agents) > 1
+    return [
+        RolloutPlan(exp, k, agent, agent_in_name=several)
+        for exp in experiments
+        for k in range(config.repeat)
+        for agent in config.agents
+    ]
+
+
+def _check_image(client: Any, image_name: str, agent: str) -> None:
+    try:
+        image = client.images.get(image_name)
+    except Exception as exc:
+        raise ContagentError(
+            f"runner image {image_name} for agent {agent} not found ({type(exc).__name__}); "
+            f"build it with `contagent build --agent {agent}`"
+        ) from None
+    if (image.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
+        raise ContagentError(
+            f"image {image_name} for agent {agent} is not a contagent runner image "
+            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build --agent {agent}`"
+        )
+
+
 def run_experiments(
     config: RunConfig, on_event: Callable[[RunEvent], None] | None = None
 ) -> RunSummary:
@@ -116,7 +144,20 @@ def run_experiments(
     summary = RunSummary(run_id=config.run_id, log_dir=config.log_dir, problems=problems)
     for problem in problems:
         emit(RunEvent("problem", name=problem.name, message=problem.message))
-    plans = [RolloutPlan(exp, k) for exp in experiments for k in range(config.repeat)]
+    plans = plan_rollouts(config, experiments)
+    llm = config.llm
+    requested = {
+        "max_iterations": config.max_iterations,
+        "temperature": llm.temperature,
+        "top_p": llm.top_p,
+        "reasoning_effort": llm.reasoning_effort,
+        "max_output_tokens": llm.max_output_tokens,
+        "extra_body": llm.extra_body,
+    }
+    for plan in plans:
+        notice = unhonoured(get_agent(plan.agent), tuple(plan.experiment.spec.skills), requested)
+        if notice is not None and plan.repeat_index == 0:
+            emit(RunEvent("notice", name=plan.name, message=notice))
     paths = RunPaths(Path(config.log_dir))
     paths.root.mkdir(parents=True, exist_ok=True)
     todo, done = _prepare(paths, plans, config.resume)
@@ -129,17 +170,8 @@ def run_experiments(
         return summary
 
     client = docker_ops.connect()
-    try:
-        image = client.images.get(config.image)
-    except Exception as exc:
-        raise ContagentError(
-            f"runner image {config.image} not found ({type(exc).__name__}); build it with `contagent build`"
-        ) from None
-    if (image.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
-        raise ContagentError(
-            f"--openhands-image {config.image} is not a contagent runner image "
-            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build`"
-        )
+    for name in config.agents:
+        _check_image(client, config.image_for(name, get_agent(name).image), name)
     ctx = RunContext(config=config, paths=paths, client=client, cancel=threading.Event())
 
     def one(plan: RolloutPlan) -> RolloutResult:
