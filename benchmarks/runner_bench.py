@@ -1,18 +1,18 @@
-"""Runner overhead and --jobs scaling, with the real engine, image and agent and a scripted LLM.
+"""Runner overhead per agent and --jobs scaling, with the real engine, images and agents and a scripted LLM.
 
-    .venv/bin/python benchmarks/runner_bench.py [--rollouts 4] [--image contagent-runner:latest]
+    .venv/bin/python benchmarks/runner_bench.py [--rollouts 4] [--agent openhands --agent codex ...]
 
 Per rollout, the runner's own overhead is the wall time the host saw minus the
 time spent in setup.sh, the agent (SDK import, set-up, run) and evaluate.sh:
 network and container creation, copying files in and out, the proxy, clean-up.
-Throughput is measured with --jobs 1 and --jobs 2 over the same number of rollouts.
-Needs a Docker engine and the runner image (scripts/build-images.sh).
+Throughput is measured with --jobs 1 and --jobs 2 over the same number of rollouts,
+for each agent (default: all three). Needs a Docker engine and the runner images
+(scripts/build-images.sh).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 import tempfile
@@ -20,39 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contagent.agents import AGENTS
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.run import run_experiments
-from contagent.testing.llm_stub import Reply, StubRequest, ToolCall, start_stub_in_thread
+from contagent.testing.llm_stub import start_stub_in_thread
+from contagent.testing.players import PLAYERS, any_agent
 
 REPO = Path(__file__).resolve().parents[1]
-SECRET = re.compile(r"s-[0-9a-f]{24}")
 
 
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
-
-
-def play(req: StubRequest) -> Reply:
-    """exp_001 in three moves: read the secret, write the answer, finish."""
-    outputs = [_text(m) for m in req.json["messages"] if m.get("role") == "tool"]
-    if not outputs:
-        call = ToolCall(
-            "terminal", {"command": "cat ~/workspace/secret.txt", "security_risk": "LOW"}
-        )
-    elif len(outputs) == 1:
-        found = SECRET.search(outputs[0])
-        secret = found.group(0) if found else "?"
-        cmd = f"printf '%s' 'pass:{secret}' > ~/workspace/result.txt"
-        call = ToolCall("terminal", {"command": cmd, "security_risk": "LOW"})
-    else:
-        call = ToolCall("finish", {"message": "done"})
-    return Reply(content=None, tool_calls=[call])
-
-
-def measure(jobs: int, rollouts: int, image: str, stub_url: str, log_dir: Path) -> dict[str, Any]:
+def measure(
+    agent: str, jobs: int, rollouts: int, image: str, stub_url: str, log_dir: Path
+) -> dict[str, Any]:
     config = RunConfig(
         experiments_dir=REPO / "experiments",
         experiments=("exp_001",),
@@ -61,6 +40,7 @@ def measure(jobs: int, rollouts: int, image: str, stub_url: str, log_dir: Path) 
         upstream_url=stub_url,
         llm=LlmOptions(served_model_name="bench"),
         image=image,
+        agents=(agent,),
         jobs=jobs,
         repeat=rollouts,
         timeout_s=600,
@@ -78,6 +58,7 @@ def measure(jobs: int, rollouts: int, image: str, stub_url: str, log_dir: Path) 
         )
     timings = [r.timings for r in results if r.timings is not None]
     return {
+        "agent": agent,
         "jobs": jobs,
         "rollouts": len(results),
         "wall_s": wall,
@@ -93,19 +74,21 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rollouts", type=int, default=4, help="rollouts per --jobs setting")
-    parser.add_argument("--image", default="contagent-runner:latest")
+    parser.add_argument("--image", default="contagent-runner:latest", help="the OpenHands image")
+    parser.add_argument("--agent", action="append", choices=sorted(AGENTS), help="repeatable")
     args = parser.parse_args()
 
-    stub = start_stub_in_thread(play)
+    stub = start_stub_in_thread(any_agent())
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="contagent-bench-") as tmp:
-            # One unmeasured rollout first, so that neither setting pays for cold caches.
-            measure(1, 1, args.image, stub.url, Path(tmp) / "warmup")
-            for jobs in (1, 2):
-                rows.append(
-                    measure(jobs, args.rollouts, args.image, stub.url, Path(tmp) / f"jobs{jobs}")
-                )
+            for agent in args.agent or list(PLAYERS):
+                image = args.image if agent == "openhands" else AGENTS[agent].image
+                # One unmeasured rollout first, so that neither setting pays for cold caches.
+                measure(agent, 1, 1, image, stub.url, Path(tmp) / f"{agent}-warmup")
+                for jobs in (1, 2):
+                    log_dir = Path(tmp) / f"{agent}-jobs{jobs}"
+                    rows.append(measure(agent, jobs, args.rollouts, image, stub.url, log_dir))
     finally:
         stub.stop()
 
@@ -115,12 +98,13 @@ def main() -> int:
     print(
         f"runner benchmark: exp_001, scripted LLM (3 moves), {args.rollouts} rollouts per setting"
     )
-    print(f"{'jobs':>4} {'rollouts':>8} {'wall s':>8} {'rollouts/min':>13} {'speed-up':>9} "
+    print(f"{'agent':>14} {'jobs':>4} {'rollouts':>8} {'wall s':>8} {'rollouts/min':>13} {'speed-up':>9} "
           f"{'rollout s (med)':>16} {'agent s (med)':>14} {'overhead s (med)':>17} {'overhead s (max)':>17}")  # fmt: skip
-    base = rows[0]["per_min"]
+    base: dict[str, float] = {}
     for r in rows:
-        print(f"{r['jobs']:>4} {r['rollouts']:>8} {r['wall_s']:>8.1f} {r['per_min']:>13.2f} "
-              f"{r['per_min'] / base:>8.2f}x {med(r['rollout_wall_s']):>16.2f} {med(r['agent_s']):>14.2f} "
+        base.setdefault(r["agent"], r["per_min"])
+        print(f"{r['agent']:>14} {r['jobs']:>4} {r['rollouts']:>8} {r['wall_s']:>8.1f} {r['per_min']:>13.2f} "
+              f"{r['per_min'] / base[r['agent']]:>8.2f}x {med(r['rollout_wall_s']):>16.2f} {med(r['agent_s']):>14.2f} "
               f"{med(r['overhead_s']):>17.2f} {max(r['overhead_s']):>17.2f}")  # fmt: skip
     print("no baseline figure in the issue; the ideal speed-up with 2 jobs on 2 cores is 2.00x")
     return 0

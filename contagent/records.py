@@ -226,7 +226,7 @@ class RolloutResult(BaseModel):
     wire_params: dict[str, Any] | None = Field(
         None,
         description="Settings seen on the wire in the first recorded request body "
-        "(every key except messages and tools).",
+        "(every key except messages, tools, and the Responses API's input and instructions).",
     )
     openhands_version: str | None = Field(None, description="OpenHands SDK version in the image.")
     skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")

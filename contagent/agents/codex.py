@@ -9,6 +9,7 @@ stdout, which becomes ``<name>.log``.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,11 @@ EVENTS_LIMIT_BYTES = 256 * 1024 * 1024
 _SCRIPT = """#!/bin/sh
 # codex exec, headless; the task comes on stdin so that no quoting can change it.
 codex --version > {out}/codex-version.txt 2>/dev/null || true
+# The experiment's skills (only those it lists were copied in) as Codex skills.
+mkdir -p {home}/skills
+for skill in {skills}; do
+  cp -r {skills_dir}/"$skill" {home}/skills/ && echo "$skill" >> {out}/codex-skills.txt
+done
 exec codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \\
   -C {workspace} - < {here}/task.txt
 """
@@ -63,14 +69,21 @@ class Codex:
     api: Api = "responses"
     image: str = "contagent-runner-codex:latest"
     dockerfile: str = "agents/codex.Dockerfile"
-    honours: frozenset[str] = frozenset({"reasoning_effort"})
+    honours: frozenset[str] = frozenset({"skills", "reasoning_effort"})
 
     def model_string(self, served_model_name: str) -> str:
         return served_model_name
 
     def launch(self, settings: AgentSettings) -> Launch:
         here = f"{IN_CONTAINER}/agent"
-        script = _SCRIPT.format(out=settings.out_dir, workspace=settings.workspace, here=here)
+        script = _SCRIPT.format(
+            out=settings.out_dir,
+            workspace=settings.workspace,
+            here=here,
+            home=HOME,
+            skills=" ".join(shlex.quote(s) for s in settings.skills),
+            skills_dir=settings.skills_dir,
+        )
         return Launch(
             argv=["sh", f"{here}/codex.sh"],
             env={"CODEX_HOME": HOME, KEY_ENV: DUMMY_KEY},
@@ -84,6 +97,11 @@ class Codex:
     def report(self, out_dir: Path) -> AgentReport:
         events = jsonl_objects(out_dir / "agent.stdout", EVENTS_LIMIT_BYTES)
         report = AgentReport(events=events, skills_loaded=[])
+        try:
+            skills = (out_dir / "codex-skills.txt").read_text(errors="replace").split()
+            report.skills_loaded = sorted(skills)
+        except OSError:
+            pass
         try:
             version = (out_dir / "codex-version.txt").read_text(errors="replace").split()
             report.version = version[-1] if version else None

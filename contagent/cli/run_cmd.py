@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -293,7 +294,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("build")
     def build_command(
-        tag: Annotated[str, typer.Option(help="Image name.")] = "contagent-runner:latest",
+        agent: Annotated[
+            list[str] | None,
+            typer.Option(help="Build the image of this agent (repeatable; default openhands)."),
+        ] = None,
+        tag: Annotated[
+            str | None,
+            typer.Option(help="Image name (one agent only; default: the agent's own image name)."),
+        ] = None,
         base_image: Annotated[
             str, typer.Option(help="Base image with Python 3.12+.")
         ] = "python:3.13-slim",
@@ -302,15 +310,25 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies)."),
         ] = None,
     ) -> None:
-        """Build the runner image (Python + the pinned OpenHands SDK)."""
+        """Build the runner image of each chosen agent (its pinned agent on the base image)."""
+        from contagent.agents import get_agent
         from contagent.runner.build import build_image
 
-        result = run_guarded(
-            lambda: build_image(
-                tag,
-                base_image,
-                ca_bundle,
-                on_line=lambda line: console.print(line, markup=False, highlight=False),
+        names = agent or ["openhands"]
+        if tag is not None and len(names) > 1:
+            fail("--tag names one image: give one --agent with it")
+        specs = run_guarded(lambda: [get_agent(n) for n in names])
+        for name, spec in zip(names, specs, strict=True):
+            result = run_guarded(
+                functools.partial(
+                    build_image,
+                    tag or spec.image,
+                    base_image,
+                    ca_bundle,
+                    on_line=lambda line: console.print(line, markup=False, highlight=False),
+                    dockerfile=spec.dockerfile,
+                )
             )
-        )
-        console.print(f"built {result.image} ({result.image_id[:19]}) from {result.base_image}")
+            console.print(
+                f"built {result.image} ({result.image_id[:19]}) for {name} from {result.base_image}"
+            )

@@ -134,6 +134,10 @@ def _runner_archive(plan: RolloutPlan, settings: dict[str, Any], launch: Launch)
     return docker_ops.make_tar(entries)
 
 
+#: request keys that carry the conversation, not settings (chat; Responses API)
+_CONVERSATION_KEYS = frozenset({"messages", "tools", "input", "instructions"})
+
+
 def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
     """Usage summed over the raw log, and the first request's settings as sent on the wire."""
     totals = TokenTotals(exchanges=0, with_usage=0)
@@ -150,7 +154,7 @@ def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
                 totals.exchanges += 1
                 body = rec.get("body")
                 if wire is None and isinstance(body, dict):
-                    wire = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+                    wire = {k: v for k, v in body.items() if k not in _CONVERSATION_KEYS}
             elif rec.get("type") == "outcome":
                 usage = usage_counts(rec.get("usage"))  # as the exporter counts it
                 if usage is not None:

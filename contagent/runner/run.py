@@ -116,17 +116,18 @@ def plan_rollouts(config: RunConfig, experiments: list[Experiment]) -> list[Roll
 
 
 def _check_image(client: Any, image_name: str, agent: str) -> None:
+    build = "contagent build" if agent == "openhands" else f"contagent build --agent {agent}"
     try:
         image = client.images.get(image_name)
     except Exception as exc:
         raise ContagentError(
-            f"runner image {image_name} for agent {agent} not found ({type(exc).__name__}); "
-            f"build it with `contagent build --agent {agent}`"
+            f"runner image {image_name} not found ({type(exc).__name__}); build it with `{build}`"
         ) from None
     if (image.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
+        what = "--openhands-image" if agent == "openhands" else f"the {agent} image"
         raise ContagentError(
-            f"image {image_name} for agent {agent} is not a contagent runner image "
-            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build --agent {agent}`"
+            f"{what} {image_name} is not a contagent runner image "
+            f"(no {RUNNER_IMAGE_LABEL} label); build one with `{build}`"
         )
 
 
