@@ -46,15 +46,25 @@ build() {  # build IMAGE DOCKERFILE HASH: rebuilt when HASH differs from the ima
   echo "build-images: built $image in $((SECONDS - t0)) s" >&2
 }
 
+# OpenHands first (the other Docker tests need it); the other agents' images then build side
+# by side: their time is mostly downloading (pip, npm), not the two cores.
+pids=()
 for agent in $AGENTS; do
   case "$agent" in
     openhands) build "$RUNNER_IMAGE" Dockerfile "$(files_hash docker)" ;;
     mini-swe-agent)
       build "$MINI_IMAGE" agents/mini-swe-agent.Dockerfile \
-        "$(cat docker/agents/mini-swe-agent.* | sha256sum | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" ;;
+        "$(cat docker/agents/mini-swe-agent.* | sha256sum | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" &
+      pids+=($!) ;;
     codex)
       build "$CODEX_IMAGE" agents/codex.Dockerfile \
-        "$(sha256sum < docker/agents/codex.Dockerfile | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" ;;
+        "$(sha256sum < docker/agents/codex.Dockerfile | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" &
+      pids+=($!) ;;
     *) echo "build-images: unknown agent $agent" >&2; exit 2 ;;
   esac
 done
+failed=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+exit "$failed"

@@ -108,8 +108,8 @@ def test_cli_runs_several_agents_and_announces_what_one_cannot_honour(
         "--timeout", "300",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    notices = [line for line in proc.stdout.splitlines() if "cannot honour" in line]
-    assert len(notices) == 2, proc.stdout
+    notices = [line for line in proc.stderr.splitlines() if "cannot honour" in line]
+    assert len(notices) == 2, proc.stderr
     assert any("codex cannot honour" in n and "--temperature" in n for n in notices)
     assert any("mini-swe-agent cannot honour skills (linux-networking)" in n for n in notices)
-    assert "passed 2/2" in proc.stdout
+    assert "passed 2/2" in proc.stderr
