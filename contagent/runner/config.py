@@ -35,7 +35,7 @@ def upstream_base(url: str) -> str:
 
 @dataclass(frozen=True)
 class LlmOptions:
-    """Settings the agent's LLM gets; every one is sent deliberately (see agent_main)."""
+    """Settings the agent's LLM gets; every one is sent deliberately (see contagent.agents)."""
 
     served_model_name: str
     num_retries: int = 0
@@ -60,11 +60,6 @@ class LlmOptions:
         reserved = {"messages", "model", "tools", "stream"} & set(self.extra_body)
         if reserved:
             raise ContagentError(f"--extra-body must not set {', '.join(sorted(reserved))}")
-
-    @property
-    def litellm_model(self) -> str:
-        # The provider prefix is required for OpenHands to send anything; it is stripped on the wire.
-        return f"openai/{self.served_model_name}"
 
 
 @dataclass(frozen=True)

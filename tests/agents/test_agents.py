@@ -180,3 +180,16 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
     agent_main.main(["agent_main.py", str(tmp_path / "settings.json")])
     outcome = json.loads((out / "outcome.json").read_text())
     assert outcome["exit_codes"] == {"setup": 0, "agent": 127, "evaluate": 1}
+
+
+def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
+    from tests.conftest import cli
+
+    proc = cli("run", "--served-model-name", "m", "--agent", "nope", "--log-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "contagent: error: --agent 'nope' is not a known agent "
+        "(known: codex, mini-swe-agent, openhands)"
+    )
+    proc = cli("build", "--agent", "codex", "--agent", "openhands", "--tag", "x")
+    assert proc.returncode == 2 and "--tag names one image" in proc.stderr
