@@ -193,3 +193,14 @@ def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
     )
     proc = cli("build", "--agent", "codex", "--agent", "openhands", "--tag", "x")
     assert proc.returncode == 2 and "--tag names one image" in proc.stderr
+
+
+def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
+    from contagent.runner.rollout import _verdict
+
+    codes = {"exit_codes": {"setup": 0, "agent": 127, "evaluate": 1}}
+    assert _verdict(codes, False, False, 0) == ("agent_error", "the agent exited 127")
+    said = {**codes, "agent_error": "RuntimeError: no model"}
+    assert _verdict(said, False, False, 0) == ("agent_error", "RuntimeError: no model")
+    ok = {"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}
+    assert _verdict(ok, False, False, 0) == ("passed", None)
