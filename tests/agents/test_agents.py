@@ -204,3 +204,29 @@ def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
     assert _verdict(said, False, False, 0) == ("agent_error", "RuntimeError: no model")
     ok = {"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}
     assert _verdict(ok, False, False, 0) == ("passed", None)
+
+
+def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path) -> None:
+    from contagent.runner.experiment import discover_experiments
+    from contagent.runner.run import plan_rollouts
+    from tests.conftest import REPO
+
+    experiments, problems = discover_experiments(REPO / "experiments", ["exp_001"], REPO / "skills")
+    assert problems == []
+    llm = LlmOptions(served_model_name="m")
+    common = {
+        "experiments_dir": tmp_path,
+        "log_dir": tmp_path,
+        "upstream_url": "http://x",
+        "llm": llm,
+    }
+    one = plan_rollouts(RunConfig(**common, repeat=2), experiments)  # type: ignore[arg-type]
+    assert [(p.name, p.agent) for p in one] == [
+        ("exp_001", "openhands"),
+        ("exp_001_r1", "openhands"),
+    ]
+    several = RunConfig(**common, agents=("codex", "mini-swe-agent"))  # type: ignore[arg-type]
+    assert [p.name for p in plan_rollouts(several, experiments)] == [
+        "exp_001__codex",
+        "exp_001__mini-swe-agent",
+    ]
