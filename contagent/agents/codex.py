@@ -34,6 +34,10 @@ exec codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-
 """
 
 
+#: Codex features that reach the internet at start-up (``codex features list``)
+_OFFLINE_FEATURES = ("plugins", "remote_plugin", "apps", "in_app_updates")
+
+
 def _toml(value: object) -> str:
     return json.dumps(value)  # JSON strings and numbers are valid TOML values
 
@@ -58,6 +62,11 @@ def config_toml(s: AgentSettings) -> str:
         f"request_max_retries = {int(s.num_retries)}",
         f"stream_max_retries = {int(s.num_retries)}",
         f"stream_idle_timeout_ms = {int(s.timeout_s * 1000)}",
+        "",
+        # Start-up work that reaches the internet (a plugin catalogue fetched with git, app and
+        # update checks): a rollout network has no route out, and the hung fetch cost ~3 s a rollout.
+        "[features]",
+        *(f"{name} = false" for name in _OFFLINE_FEATURES),
         "",
     ]
     return "\n".join(lines)
