@@ -107,3 +107,24 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
     assert "function" in codex_tools and len(codex_tools) > 1  # Codex's non-function tools kept
     proc = cli("validate", str(out / "results.jsonl"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_contagent_build_builds_the_chosen_agent_s_image(docker_client: Any) -> None:
+    """`contagent build --agent codex` builds from the agent's own Dockerfile (cached after CI's build)."""
+    from tests.e2e.conftest import BASE_IMAGE
+
+    tag = "contagent-runner-codex-buildtest:latest"
+    proc = cli("build", "--agent", "codex", "--tag", tag, "--base-image", BASE_IMAGE,
+               "--ca-bundle", "/etc/ssl/certs/ca-certificates.crt", timeout=900)  # fmt: skip
+    try:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert f"built {tag}" in proc.stderr and "for codex" in proc.stderr
+        image = docker_client.images.get(tag)
+        assert image.labels.get("contagent.runner-image") == "1"
+        out = docker_client.containers.run(
+            tag, ["sh", "-c", "codex --version; test -x /opt/venv/bin/python && echo venv"],
+            remove=True, network_mode="none",
+        )  # fmt: skip
+        assert out.decode().split()[-2:] == ["0.171.0", "venv"]
+    finally:
+        docker_client.images.remove(tag, force=True)
