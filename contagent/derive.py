@@ -160,7 +160,7 @@ def derive_row(
     problems.extend(
         ("tool_conflict", f"tool {name!r} defined with different schemas") for name in conflicts
     )
-    names = {t["function"]["name"] for t in tools}
+    names = {t["function"]["name"] for t in tools if isinstance(t.get("function"), dict)}
     for step in steps:
         for call in chat.tool_calls(step["response"]):
             if chat.call_name(call) not in names:

@@ -22,6 +22,7 @@ import orjson
 from contagent.chat import usage_counts
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES, SCHEMA_VERSION
+from contagent.responses import normalise_exchanges
 
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
@@ -37,7 +38,8 @@ class RawRollout:
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: (kind, text) of each integrity problem; kinds: duplicate_record, index_gap,
-    #: no_outcome, no_request, torn_line
+    #: no_outcome, no_request, torn_line, and the Responses mapping's responses_chain,
+    #: unsupported_item
     problems: list[tuple[str, str]] = field(default_factory=list)
 
     def usage(self, index: int) -> dict[str, int] | None:
@@ -123,6 +125,8 @@ def parse_exchanges(path: Path, data: bytes) -> RawRollout:
             raw.problems.append(("duplicate_record", f"duplicate {kind} record for index {index}"))
             continue
         table[index] = rec
+    # Responses-API exchanges are read in chat shape, so every chat rule applies to them.
+    raw.problems.extend(normalise_exchanges(raw.requests, raw.outcomes))
     _check_integrity(raw)
     return raw
 

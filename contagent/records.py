@@ -174,7 +174,9 @@ class LlmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="LiteLLM model string, e.g. openai/<served-model-name>.")
+    model: str = Field(
+        description="The model as the agent was given it, e.g. openai/<served-model-name> for OpenHands."
+    )
     base_url: str = Field(description="The recording proxy's URL for this rollout.")
     num_retries: int = Field(
         description="LLM call retries by the SDK (0: a failed call is not re-sent)."
@@ -219,6 +221,8 @@ class RolloutResult(BaseModel):
         description="Where the rollout ran: the host name, with `/<Ray node id prefix>` "
         "appended on a Ray cluster.",
     )
+    agent: str | None = Field(None, description="The agent that ran (`contagent run --agent`).")
+    agent_version: str | None = Field(None, description="The agent's version in the image.")
     exit_codes: ExitCodes | None = None
     timings: PhaseTimings | None = None
     iterations: int | None = Field(None, ge=0, description="Agent steps (LLM responses acted on).")
@@ -227,7 +231,7 @@ class RolloutResult(BaseModel):
     wire_params: dict[str, Any] | None = Field(
         None,
         description="Settings seen on the wire in the first recorded request body "
-        "(every key except messages and tools).",
+        "(every key except messages, tools, and the Responses API's input and instructions).",
     )
     openhands_version: str | None = Field(None, description="OpenHands SDK version in the image.")
     skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")

@@ -107,6 +107,8 @@ NotReadyKind = Literal[
     "reasoning_conflict",
     "no_steps",
     "truncated",
+    "responses_chain",
+    "unsupported_item",
 ]
 
 #: Excluded-exchange reasons. The first six are the contract of the export; the
@@ -203,16 +205,30 @@ def has_think_conflict(message: dict[str, Any]) -> bool:
     return bool(kept.get("reasoning_content")) and _THINK_OPEN in message_text(kept.get("content"))
 
 
+def _tool_key(tool: Any) -> str | None:
+    """A function tool's name; ``<type>:<name>`` (or the type) for other kinds of tool."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function")
+    if isinstance(fn, dict):
+        name = fn.get("name")
+        return name if isinstance(name, str) else None
+    kind, name = tool.get("type"), tool.get("name")
+    if not isinstance(kind, str) or kind == "function":
+        return None
+    return f"{kind}:{name}" if isinstance(name, str) else kind
+
+
 def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rule 6: union of tool definitions keyed by function name; returns (tools, conflicts)."""
+    """Rule 6: union of tool definitions keyed by function name (type and name for other
+    kinds, e.g. a Responses ``namespace`` or ``web_search``); returns (tools, conflicts)."""
     by_name: dict[str, dict[str, Any]] = {}
     conflicts: list[str] = []
     for tools in tool_lists:
         if not isinstance(tools, list):
             continue
         for tool in tools:
-            fn = tool.get("function") if isinstance(tool, dict) else None
-            name = fn.get("name") if isinstance(fn, dict) else None
+            name = _tool_key(tool)
             if not isinstance(name, str):
                 conflicts.append("tool definition without a function name")
                 continue
@@ -267,10 +283,15 @@ class Decision:
     duplicate_of: int | None = None
 
 
+#: Routes whose exchanges are generations: chat completions, and the Responses API (read in
+#: chat shape, see :mod:`contagent.responses`).
+GENERATION_ROUTES = ("/chat/completions", "/responses")
+
+
 def is_chat_route(path: Any) -> bool:
-    """Rule 8: the route decides whether an exchange is a chat generation, not the body's shape."""
+    """Rule 8: the route decides whether an exchange is a generation, not the body's shape."""
     return isinstance(path, str) and path.partition("?")[0].rstrip("/").endswith(
-        "/chat/completions"
+        GENERATION_ROUTES
     )
 
 

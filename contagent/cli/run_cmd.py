@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -40,6 +41,8 @@ class _Progress:
                 self.total = event.total
             elif event.kind == "problem":
                 self.problems.append(event.message)
+            elif event.kind == "notice":
+                console.print(f"[yellow]{event.name}:[/]", Text(event.message), soft_wrap=True)
             elif event.kind == "started":
                 self.running[event.name] = time.monotonic()
             elif event.kind in ("finished", "skipped"):
@@ -153,6 +156,13 @@ def register(app: typer.Typer) -> None:
         skills_dir: Annotated[
             Path, typer.Option(help="Folder of skill folders (<name>/SKILL.md).")
         ] = Path("skills"),
+        agent: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="Agent to run each experiment with (repeatable; default openhands): "
+                "openhands, mini-swe-agent, codex. With several, rollout names end in __<agent>."
+            ),
+        ] = None,
         openhands_image: Annotated[
             str, typer.Option(help="The runner image (built by `contagent build`).")
         ] = "contagent-runner:latest",
@@ -227,7 +237,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        """Run experiments in Docker with the OpenHands agent, recording every LLM exchange."""
+        """Run experiments in Docker with a headless agent, recording every LLM exchange."""
         from contagent.runner.config import LlmOptions, RunConfig, new_run_id, upstream_base
         from contagent.runner.run import run_experiments
 
@@ -257,6 +267,7 @@ def register(app: typer.Typer) -> None:
                 ),
                 experiments=tuple(experiment or ()),
                 image=openhands_image,
+                agents=tuple(agent or ("openhands",)),
                 jobs=jobs,
                 ray_address=ray_address,
                 rollout_cpus=rollout_cpus,
@@ -308,7 +319,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("build")
     def build_command(
-        tag: Annotated[str, typer.Option(help="Image name.")] = "contagent-runner:latest",
+        agent: Annotated[
+            list[str] | None,
+            typer.Option(help="Build the image of this agent (repeatable; default openhands)."),
+        ] = None,
+        tag: Annotated[
+            str | None,
+            typer.Option(help="Image name (one agent only; default: the agent's own image name)."),
+        ] = None,
         base_image: Annotated[
             str, typer.Option(help="Base image with Python 3.12+.")
         ] = "python:3.13-slim",
@@ -317,21 +335,31 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies)."),
         ] = None,
     ) -> None:
-        """Build the runner image (Python + the pinned OpenHands SDK).
+        """Build the runner image of each chosen agent (its pinned agent on the base image).
 
-        On a Ray cluster every node running rollouts needs the image under the name given as
-        --openhands-image: build it on each node, or build once, tag it with your registry's
-        name (--tag REGISTRY/contagent-runner:TAG), push it, pull it on each node and pass that
-        name as --openhands-image.
+        On a Ray cluster every node running rollouts needs the images under the names the run
+        uses: build them on each node, or build once, tag with your registry's name
+        (--tag REGISTRY/contagent-runner:TAG, one --agent at a time), push, pull on each node
+        and pass that name as --openhands-image.
         """
+        from contagent.agents import get_agent
         from contagent.runner.build import build_image
 
-        result = run_guarded(
-            lambda: build_image(
-                tag,
-                base_image,
-                ca_bundle,
-                on_line=lambda line: console.print(line, markup=False, highlight=False),
+        names = agent or ["openhands"]
+        if tag is not None and len(names) > 1:
+            fail("--tag names one image: give one --agent with it")
+        specs = run_guarded(lambda: [get_agent(n) for n in names])
+        for name, spec in zip(names, specs, strict=True):
+            result = run_guarded(
+                functools.partial(
+                    build_image,
+                    tag or spec.image,
+                    base_image,
+                    ca_bundle,
+                    on_line=lambda line: console.print(line, markup=False, highlight=False),
+                    dockerfile=spec.dockerfile,
+                )
             )
-        )
-        console.print(f"built {result.image} ({result.image_id[:19]}) from {result.base_image}")
+            console.print(
+                f"built {result.image} ({result.image_id[:19]}) for {name} from {result.base_image}"
+            )

@@ -1,4 +1,4 @@
-"""``contagent build``: the runner image, through the docker SDK.
+"""``contagent build``: the runner images (one per agent), through the docker SDK.
 
 The build context is a temporary copy of the repository's ``docker/`` folder,
 plus the CA bundle when one is given (trusted by pip for the install step only,
@@ -41,11 +41,18 @@ def build_image(
     ca_bundle: Path | None = None,
     context_dir: Path | None = None,
     on_line: Callable[[str], None] | None = None,
+    dockerfile: str = "Dockerfile",
 ) -> BuildResult:
-    """Build the runner image from ``context_dir`` (default: the repository's docker/)."""
+    """Build a runner image from ``context_dir`` (default: the repository's docker/).
+
+    ``dockerfile``: relative to the context; each agent names its own
+    (:attr:`contagent.agents.base.Agent.dockerfile`).
+    """
     src = context_dir or docker_dir()
-    if not (src / "Dockerfile").is_file():
-        raise ContagentError(f"{src}: no Dockerfile (run contagent build from a source checkout)")
+    if not (src / dockerfile).is_file():
+        raise ContagentError(
+            f"{src / dockerfile}: no such Dockerfile (run contagent build from a source checkout)"
+        )
     if ca_bundle is not None and not Path(ca_bundle).is_file():
         raise ContagentError(f"--ca-bundle {ca_bundle}: no such file")
     client = docker_ops.connect()
@@ -58,7 +65,12 @@ def build_image(
         try:
             image_id = ""
             for chunk in client.api.build(
-                path=str(ctx), tag=tag, buildargs={"BASE_IMAGE": base_image}, rm=True, decode=True
+                path=str(ctx),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs={"BASE_IMAGE": base_image},
+                rm=True,
+                decode=True,
             ):
                 if "error" in chunk:
                     raise ContagentError(f"image build failed: {str(chunk['error']).strip()}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contagent.agents import get_agent
 from contagent.errors import ContagentError
 from contagent.proxy.upstream import tls_context
 
@@ -34,7 +35,7 @@ def upstream_base(url: str) -> str:
 
 @dataclass(frozen=True)
 class LlmOptions:
-    """Settings the agent's LLM gets; every one is sent deliberately (see agent_main)."""
+    """Settings the agent's LLM gets; every one is sent deliberately (see contagent.agents)."""
 
     served_model_name: str
     num_retries: int = 0
@@ -60,11 +61,6 @@ class LlmOptions:
         if reserved:
             raise ContagentError(f"--extra-body must not set {', '.join(sorted(reserved))}")
 
-    @property
-    def litellm_model(self) -> str:
-        # The provider prefix is required for OpenHands to send anything; it is stripped on the wire.
-        return f"openai/{self.served_model_name}"
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -86,6 +82,19 @@ class RunConfig:
     owner: str = ""
     ray_address: str | None = None  # None: the local runner; else rollouts are Ray tasks
     rollout_cpus: float = 1.0  # CPUs each rollout's Ray task asks for
+    #: the agents every experiment runs with (``--agent``, repeatable)
+    agents: tuple[str, ...] = ("openhands",)
+    #: images per agent other than openhands (whose image is ``image``); default: the agent's own
+    agent_images: dict[str, str] = field(default_factory=dict)
+
+    def image_for(self, agent: str, default: str) -> str:
+        if agent == "openhands":
+            return self.image
+        return self.agent_images.get(agent, default)
+
+    def runner_images(self) -> list[tuple[str, str]]:
+        """(agent, image) for every agent of the run: what each node must have."""
+        return [(name, self.image_for(name, get_agent(name).image)) for name in self.agents]
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -98,6 +107,12 @@ class RunConfig:
             raise ContagentError("--timeout must be positive")
         if self.max_iterations < 1:
             raise ContagentError("--max-iterations must be 1 or more")
+        if not self.agents:
+            raise ContagentError("--agent: at least one agent is needed")
+        if len(set(self.agents)) != len(self.agents):
+            raise ContagentError("--agent: each agent may be given once")
+        for agent in self.agents:
+            get_agent(agent)
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.run_id):
             raise ContagentError(f"run id {self.run_id!r} is not a safe name")
         if self.upstream_ca is not None:
@@ -106,6 +121,8 @@ class RunConfig:
             tls_context(self.upstream_ca)  # a bad file stops the run before any container
 
 
-def rollout_name(experiment: str, repeat_index: int) -> str:
-    """The rollout id: the experiment name for the first repeat, ``<name>_r<k>`` after."""
-    return experiment if repeat_index == 0 else f"{experiment}_r{repeat_index}"
+def rollout_name(experiment: str, repeat_index: int, agent: str | None = None) -> str:
+    """The rollout id: the experiment name for the first repeat, ``<name>_r<k>`` after,
+    then ``__<agent>`` when the run has several agents."""
+    name = experiment if repeat_index == 0 else f"{experiment}_r{repeat_index}"
+    return name if agent is None else f"{name}__{agent}"

@@ -55,18 +55,20 @@ def connect() -> docker.DockerClient:
     return client
 
 
-def check_runner_image(client: docker.DockerClient, image: str) -> None:
+def check_runner_image(client: docker.DockerClient, image: str, agent: str = "openhands") -> None:
     """Raise :class:`ContagentError` unless ``image`` is a contagent runner image on this engine."""
+    build = "contagent build" if agent == "openhands" else f"contagent build --agent {agent}"
     try:
         found = client.images.get(image)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise ContagentError(
-            f"runner image {image} not found ({type(exc).__name__}); build it with `contagent build`"
+            f"runner image {image} not found ({type(exc).__name__}); build it with `{build}`"
         ) from None
     if (found.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
+        what = "--openhands-image" if agent == "openhands" else f"the {agent} image"
         raise ContagentError(
-            f"--openhands-image {image} is not a contagent runner image "
-            f"(no {RUNNER_IMAGE_LABEL} label); build one with `contagent build`"
+            f"{what} {image} is not a contagent runner image "
+            f"(no {RUNNER_IMAGE_LABEL} label); build one with `{build}`"
         )
 
 

@@ -51,7 +51,8 @@ class LocalExecutor:
         self._on_started = on_started
         client = docker_ops.connect()
         try:
-            docker_ops.check_runner_image(client, config.image)
+            for agent, image in config.runner_images():
+                docker_ops.check_runner_image(client, image, agent)
         except BaseException:
             client.close()
             raise

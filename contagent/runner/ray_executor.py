@@ -63,14 +63,16 @@ def _node_name() -> str:
     return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:12]}"
 
 
-def image_problem(image: str) -> str | None:
-    """Why this node cannot run rollouts in ``image``, or None (a tiny task per node)."""
+def image_problem(images: list[tuple[str, str]]) -> str | None:
+    """Why this node cannot run rollouts in the (agent, image) pairs, or None (a tiny task
+    per node)."""
     try:
         client = docker_ops.connect()
     except ContagentError as exc:
         return str(exc)
     try:
-        docker_ops.check_runner_image(client, image)
+        for agent, image in images:
+            docker_ops.check_runner_image(client, image, agent)
     except ContagentError as exc:
         return str(exc)
     finally:
@@ -247,7 +249,7 @@ class RayExecutor:
                 f"--rollout-cpus {cpus:g} CPUs a rollout asks for"
             )
         try:
-            problems = self._on_each_node(image_problem, nodes, self._config.image)
+            problems = self._on_each_node(image_problem, nodes, self._config.runner_images())
         except self._ray.exceptions.RayError as exc:  # a node lost, or no answer in time
             raise ContagentError(
                 f"checking the runner image on the Ray nodes failed: {_task_failure(exc)}"

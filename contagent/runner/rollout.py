@@ -22,6 +22,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from contagent.agents import Agent, AgentReport, AgentSettings, Launch, get_agent
+from contagent.agents.base import IN_CONTAINER, WORKSPACE
 from contagent.chat import sum_usage
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
@@ -41,18 +43,20 @@ from contagent.runner.experiment import Experiment
 log = logging.getLogger(__name__)
 
 AGENT_MAIN = Path(__file__).with_name("agent_main.py")
-IN_CONTAINER = "/contagent"
-WORKSPACE = "/root/workspace"
 
 
 @dataclass(frozen=True)
 class RolloutPlan:
     experiment: Experiment
     repeat_index: int
+    agent: str = "openhands"
+    #: several agents in one run: the rollout name carries the agent
+    agent_in_name: bool = False
 
     @property
     def name(self) -> str:
-        return rollout_name(self.experiment.name, self.repeat_index)
+        suffix = self.agent if self.agent_in_name else None
+        return rollout_name(self.experiment.name, self.repeat_index, suffix)
 
 
 @dataclass
@@ -75,11 +79,11 @@ class RunContext:
 
 
 def _settings(
-    ctx: RunContext, plan: RolloutPlan, base_url: str
-) -> tuple[dict[str, Any], LlmSettings]:
+    ctx: RunContext, plan: RolloutPlan, agent: Agent, base_url: str
+) -> tuple[dict[str, Any], Launch, LlmSettings]:
     llm = ctx.config.llm
     effective = LlmSettings(
-        model=llm.litellm_model,
+        model=agent.model_string(llm.served_model_name),
         base_url=base_url,
         num_retries=llm.num_retries,
         timeout_s=llm.timeout_s,
@@ -90,20 +94,32 @@ def _settings(
         extra_body=dict(llm.extra_body),
         max_iterations=ctx.config.max_iterations,
     )
+    given = AgentSettings(
+        task=plan.experiment.spec.task,
+        served_model_name=llm.served_model_name,
+        base_url=base_url,
+        num_retries=llm.num_retries,
+        timeout_s=llm.timeout_s,
+        max_iterations=ctx.config.max_iterations,
+        reasoning_effort=llm.reasoning_effort,
+        temperature=llm.temperature,
+        top_p=llm.top_p,
+        max_output_tokens=llm.max_output_tokens,
+        extra_body=dict(llm.extra_body),
+        skills=tuple(plan.experiment.spec.skills) if "skills" in agent.honours else (),
+    )
+    launch = agent.launch(given)
     settings = {
-        "task": plan.experiment.spec.task,
-        "llm": effective.model_dump(),
         "workspace": WORKSPACE,
-        "skills_dir": f"{IN_CONTAINER}/skills",
-        "skills": list(plan.experiment.spec.skills),
         "setup_script": f"{IN_CONTAINER}/experiment/setup.sh",
         "evaluate_script": f"{IN_CONTAINER}/experiment/evaluate.sh",
-        "out_dir": f"{IN_CONTAINER}/out",
+        "out_dir": given.out_dir,
+        "launch": {"argv": launch.argv, "env": launch.env},
     }
-    return settings, effective
+    return settings, launch, effective
 
 
-def _runner_archive(plan: RolloutPlan, settings: dict[str, Any]) -> bytes:
+def _runner_archive(plan: RolloutPlan, settings: dict[str, Any], launch: Launch) -> bytes:
     exp = plan.experiment
     entries: list[tuple[str, Path | bytes, int]] = [
         ("contagent/agent_main.py", AGENT_MAIN.read_bytes(), 0o644),
@@ -111,11 +127,16 @@ def _runner_archive(plan: RolloutPlan, settings: dict[str, Any]) -> bytes:
         ("contagent/experiment/setup.sh", exp.setup_script, 0o755),
         ("contagent/experiment/evaluate.sh", exp.evaluate_script, 0o755),
     ]
+    entries += [(f"contagent/agent/{p}", data, mode) for p, data, mode in launch.files]
     if exp.workspace.is_dir():
         entries.append(("root/workspace", exp.workspace, 0))
     for skill_dir in exp.skill_dirs:
         entries.append((f"contagent/skills/{skill_dir.name}", skill_dir, 0))
     return docker_ops.make_tar(entries)
+
+
+#: request keys that carry the conversation, not settings (chat; Responses API)
+_CONVERSATION_KEYS = frozenset({"messages", "tools", "input", "instructions"})
 
 
 def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
@@ -133,7 +154,7 @@ def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
     for index in sorted(raw.requests):
         body = raw.requests[index].get("body")
         if isinstance(body, dict):
-            wire = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+            wire = {k: v for k, v in body.items() if k not in _CONVERSATION_KEYS}
             break
     return TokenTotals(
         exchanges=len(raw.requests), with_usage=len(usages), **sum_usage(usages)
@@ -161,8 +182,8 @@ def _verdict(
         )
     if codes["setup"] != 0:
         return "infra_error", f"setup.sh exited {codes['setup']}"
-    if codes.get("agent") == 1:
-        return "agent_error", outcome.get("agent_error") or "the agent raised"
+    if codes.get("agent") not in (0, None):
+        return "agent_error", outcome.get("agent_error") or f"the agent exited {codes['agent']}"
     if codes.get("evaluate") is None:
         return (
             "infra_error",
@@ -177,6 +198,8 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
 
     cfg = ctx.config
     name = plan.name
+    agent = get_agent(plan.agent)
+    image = cfg.image_for(agent.name, agent.image)
     rpaths = ctx.paths.rollout(name)
     rpaths.root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -204,7 +227,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             only_rollout=name,
             allowed_clients=net.subnet,
         )
-        settings, effective = _settings(ctx, plan, proxy.rollout_base_url(name))
+        settings, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name))
         for svc in plan.experiment.spec.services:
             docker_ops.start_service(
                 ctx.client,
@@ -217,23 +240,17 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
                 labels=ctx.labels(name, "service"),
             )
         container = ctx.client.containers.create(
-            cfg.image,
+            image,
             name=f"{prefix}-runner",
             hostname="runner",
             network=net.name,
             cap_add=list(plan.experiment.spec.cap_add) or None,
             labels=ctx.labels(name, "runner"),
-            # SDK logs as one JSON object a line in <name>.err, not rich-wrapped text.
-            environment={
-                "HOME": "/root",
-                "CONTAGENT_ROLLOUT": name,
-                "LOG_JSON": "1",
-                "LOG_RICH_TRACEBACKS": "false",
-            },
+            environment={"HOME": "/root", "CONTAGENT_ROLLOUT": name},
             working_dir=WORKSPACE,
             init=True,
         )
-        container.put_archive("/", _runner_archive(plan, settings))
+        container.put_archive("/", _runner_archive(plan, settings, launch))
         container.start()
         deadline = time.monotonic() + cfg.timeout_s
         container_code, timed_out = docker_ops.wait_container(
@@ -270,7 +287,10 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             log.warning("rollout %s: clean-up failed: %s", name, exc)
 
     out_dir = collected / "out"
-    _copy_or_empty(out_dir / "events.jsonl", ctx.paths.log(name))
+    report = agent.report(out_dir) if out_dir.is_dir() else AgentReport()
+    if report.error:
+        outcome["agent_error"] = report.error
+    ctx.paths.log(name).write_bytes(b"".join(line + b"\n" for line in report.events))
     ctx.paths.err(name).write_bytes(stderr)
     if error is not None:
         status: RolloutStatus = "infra_error"
@@ -292,14 +312,16 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         status=status,
         passed=status == "passed",
         reward=(1.0 if status == "passed" else 0.0) if evaluated else None,
-        stop_condition="timeout" if status == "timeout" else outcome.get("stop_condition"),
+        stop_condition="timeout" if status == "timeout" else report.stop_condition,
         started=started,
         ended=time.time(),
         duration_s=wall,
         run_id=cfg.run_id,
         repeat_index=plan.repeat_index,
-        image=cfg.image,
+        image=image,
         node=ctx.node,
+        agent=agent.name,
+        agent_version=report.version,
         exit_codes=ExitCodes(
             setup=codes.get("setup"),
             agent=codes.get("agent"),
@@ -314,23 +336,16 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             wall_s=wall,
             overhead_s=wall - inside if phases else None,
         ),
-        iterations=outcome.get("iterations"),
+        iterations=report.iterations,
         tokens=tokens,
         llm=effective,
         wire_params=wire,
-        openhands_version=outcome.get("openhands_version"),
-        skills_loaded=outcome.get("skills_loaded"),
+        openhands_version=report.version if agent.name == "openhands" else None,
+        skills_loaded=report.skills_loaded,
         error=error,
     )
     _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
     return result
-
-
-def _copy_or_empty(src: Path, dest: Path) -> None:
-    if src.is_file():
-        shutil.copyfile(src, dest)
-    else:
-        dest.write_bytes(b"")
 
 
 def _result_text(out_dir: Path, outcome: dict[str, Any], status: str, error: str | None) -> str:

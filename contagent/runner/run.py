@@ -12,13 +12,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
 from contagent.runner.executor import open_executor
-from contagent.runner.experiment import ExperimentProblem, discover_experiments
+from contagent.runner.experiment import Experiment, ExperimentProblem, discover_experiments
 from contagent.runner.rollout import RolloutPlan
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,17 @@ def _prepare(
     return todo, done
 
 
+def plan_rollouts(config: RunConfig, experiments: list[Experiment]) -> list[RolloutPlan]:
+    """Every (experiment, repeat, agent); names carry the agent when there are several."""
+    several = len(config.agents) > 1
+    return [
+        RolloutPlan(exp, k, agent, agent_in_name=several)
+        for exp in experiments
+        for k in range(config.repeat)
+        for agent in config.agents
+    ]
+
+
 def run_experiments(
     config: RunConfig, on_event: Callable[[RunEvent], None] | None = None
 ) -> RunSummary:
@@ -113,7 +125,20 @@ def run_experiments(
     summary = RunSummary(run_id=config.run_id, log_dir=config.log_dir, problems=problems)
     for problem in problems:
         emit(RunEvent("problem", name=problem.name, message=problem.message))
-    plans = [RolloutPlan(exp, k) for exp in experiments for k in range(config.repeat)]
+    plans = plan_rollouts(config, experiments)
+    llm = config.llm
+    requested = {
+        "max_iterations": config.max_iterations,
+        "temperature": llm.temperature,
+        "top_p": llm.top_p,
+        "reasoning_effort": llm.reasoning_effort,
+        "max_output_tokens": llm.max_output_tokens,
+        "extra_body": llm.extra_body,
+    }
+    for plan in plans:
+        notice = unhonoured(get_agent(plan.agent), tuple(plan.experiment.spec.skills), requested)
+        if notice is not None and plan.repeat_index == 0:
+            emit(RunEvent("notice", name=plan.name, message=notice))
     paths = RunPaths(Path(config.log_dir))
     paths.root.mkdir(parents=True, exist_ok=True)
     todo, done = _prepare(paths, plans, config.resume)

@@ -15,7 +15,9 @@ picks the move from the :class:`StubRequest`::
     stub.stop()
 
 :class:`Reply` answers as JSON, or as an SSE stream when the request says
-``"stream": true`` (usage in a final chunk when ``stream_options.include_usage``).
+``"stream": true`` (usage in a final chunk when ``stream_options.include_usage``);
+on a ``.../responses`` route it answers in the Responses API's shape
+(:mod:`contagent.testing.responses_moves`).
 :class:`Fast` is a fixed canned answer for benchmarks. The moves and their
 rendering live in :mod:`contagent.testing.llm_moves`; this module serves them
 and re-exports them, so scripts need only this one import.
@@ -46,6 +48,7 @@ from contagent.testing.llm_moves import (
     fast_bodies,
     stream_payloads,
 )
+from contagent.testing.responses_moves import is_responses, response_events, response_json
 
 # The moves are part of this module's interface: scripts import them from here.
 __all__ = [
@@ -161,6 +164,16 @@ class LLMStub:
             return web.Response(status=move.status, body=move.body, content_type=move.content_type)
         if isinstance(move, Events):
             return await self._sse(request, list(move.payloads), move.chunk_delay, move.cut_after)
+        if is_responses(req):
+            rid = f"resp_stub_{req.index}"
+            if req.stream:
+                names, payloads = zip(*response_events(req, move, rid), strict=True)
+                return await self._sse(
+                    request, list(payloads), move.chunk_delay, move.cut_after, list(names)
+                )
+            return web.Response(
+                body=orjson.dumps(response_json(req, move, rid)), content_type="application/json"
+            )
         if req.stream:
             return await self._sse(
                 request, stream_payloads(req, move, cid), move.chunk_delay, move.cut_after
@@ -175,6 +188,7 @@ class LLMStub:
         payloads: list[str],
         chunk_delay: float,
         cut_after: int | None,
+        names: list[str] | None = None,
     ) -> web.StreamResponse:
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -185,7 +199,8 @@ class LLMStub:
                 return await self._reset(request)
             if chunk_delay and n:
                 await asyncio.sleep(chunk_delay)
-            await resp.write(b"data: " + payload.encode() + b"\n\n")
+            head = f"event: {names[n]}\n" if names else ""
+            await resp.write(f"{head}data: {payload}\n\n".encode())
         await resp.write_eof()
         return resp
 

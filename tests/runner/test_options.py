@@ -11,7 +11,6 @@ import pytest
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult, outcome_record, request_record
-from contagent.runner import agent_main
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
 from contagent.runner.experiment import load_experiment
 from contagent.runner.rollout import RolloutPlan, _verdict, token_totals
@@ -89,22 +88,6 @@ def test_rollout_names_and_paths(tmp_path: Path) -> None:
     assert paths.rollout("a").exchanges == tmp_path / "rollouts" / "a" / "exchanges.jsonl"
     with pytest.raises(ContagentError):
         paths.err("../a")
-
-
-def test_llm_settings_are_set_deliberately() -> None:
-    base = {"model": "openai/m", "base_url": "http://g:1/r/x/v1", "num_retries": 0, "timeout_s": 900.0,
-            "reasoning_effort": None, "temperature": None, "top_p": None, "max_output_tokens": None,
-            "extra_body": {}, "max_iterations": 5}  # fmt: skip
-    kw = agent_main._llm_kwargs(base)
-    # OpenHands would send reasoning_effort "high" and retry 5 times by default.
-    assert kw["reasoning_effort"] is None and kw["num_retries"] == 0 and kw["timeout"] == 900
-    assert "capability_overrides" not in kw and "temperature" not in kw
-    kw = agent_main._llm_kwargs({**base, "temperature": 0.2, "top_p": 0.9, "reasoning_effort": "low",
-                                 "extra_body": {"top_k": 20}})  # fmt: skip
-    assert kw["temperature"] == 0.2 and kw["top_p"] == 0.9 and kw["reasoning_effort"] == "low"
-    # Without the override the SDK silently drops sampling parameters for "reasoning" models.
-    assert kw["capability_overrides"] == {"supports_sampling_params": True}
-    assert kw["litellm_extra_body"] == {"top_k": 20}
 
 
 def test_token_totals_and_wire_params(tmp_path: Path) -> None:
@@ -193,7 +176,6 @@ def test_run_config_rejects_bad_values(tmp_path: Path) -> None:
         )
     with pytest.raises(ContagentError):
         LlmOptions(served_model_name=" ")
-    assert llm.litellm_model == "openai/m"
 
 
 def test_build_refuses_a_missing_ca_bundle(tmp_path: Path) -> None:

@@ -1,0 +1,289 @@
+"""The OpenAI Responses API in chat shape, as pure functions: no IO, no logging, no state.
+
+A ``/v1/responses`` exchange is turned into the request messages and the
+response message a ``/v1/chat/completions`` exchange would have carried, so
+that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
+
+- request ``instructions`` -> a leading ``system`` message; ``input`` (a string,
+  or items) -> messages: ``message`` items keep their role, a run of
+  assistant-side items (``reasoning``, assistant ``message``, ``function_call``)
+  becomes one assistant message (text, ``reasoning_content``, ``tool_calls``
+  with the item's ``call_id`` as the call id), ``function_call_output`` -> a
+  ``tool`` message with that ``call_id``;
+- ``previous_response_id`` -> the chain resolved from the same raw log: the
+  earlier request's messages (its own instructions left out, as the API does),
+  its response as an assistant message, then this request's input. A chain
+  that points outside the log is reported, and the rollout is not ready;
+- function tools -> chat ``{"type": "function", "function": {...}}``; other tool
+  definitions (a ``namespace`` of tools, built-in ``web_search``) are kept as sent;
+- the response's ``output`` items -> one assistant message; ``status`` and
+  ``incomplete_details`` are kept (rule 1 reads them), and the finish reason
+  says why: ``stop``/``tool_calls`` when completed, ``length`` when cut at
+  ``max_output_tokens``, else the status or incomplete reason; ``usage``
+  (``input_tokens``/``output_tokens``) is kept as is and counted as chat usage is.
+
+Items this mapping does not know (e.g. ``web_search_call``, ``custom_tool_call``)
+are kept in the message's ``unmapped_items`` and reported: fail closed.
+A streamed exchange needs nothing extra: the proxy records the response the
+stream's ``response.completed`` (or ``response.incomplete``) event carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Problem kinds this mapping reports (a row's ``not_ready_kinds``).
+CHAIN_PROBLEM = "responses_chain"
+ITEM_PROBLEM = "unsupported_item"
+
+_ASSISTANT_ITEMS = frozenset({"reasoning", "function_call"})
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
+
+
+def is_responses_path(path: Any) -> bool:
+    """Is ``path`` (a request record's path, query string allowed) the Responses route?"""
+    if not isinstance(path, str):
+        return False
+    return path.split("?", 1)[0].rstrip("/").endswith("/responses")
+
+
+def _text(content: Any) -> str | None:
+    """The text of a Responses content value: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            p["text"]
+            for p in content
+            if isinstance(p, dict)
+            and p.get("type") in _TEXT_PARTS
+            and isinstance(p.get("text"), str)
+        ]
+        return "".join(texts) if texts else None
+    return None
+
+
+def _content(content: Any) -> Any:
+    """A user/system message's content in chat shape: text parts become ``{type: text}``."""
+    if not isinstance(content, list):
+        return content
+    out: list[Any] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in _TEXT_PARTS:
+            out.append({"type": "text", "text": part.get("text")})
+        else:
+            out.append(part)  # images, files: kept as sent
+    return out
+
+
+def _reasoning_text(item: dict[str, Any]) -> str | None:
+    texts = [t for key in ("content", "summary") if (t := _text(item.get(key))) is not None]
+    return "\n".join(texts) if texts else None
+
+
+class _Assistant:
+    """Accumulates consecutive assistant-side items into one chat assistant message."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self.refusals: list[str] = []
+        self.unmapped: list[Any] = []
+        self.empty = True
+
+    def add(self, item: dict[str, Any]) -> None:
+        self.empty = False
+        kind = item.get("type")
+        if kind == "reasoning":
+            text = _reasoning_text(item)
+            if text is not None:
+                self.reasoning.append(text)
+        elif kind == "function_call":
+            self.calls.append(
+                {
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                }
+            )
+        else:  # an assistant message
+            content = item.get("content")
+            text = _text(content)
+            if text is not None:
+                self.texts.append(text)
+            if isinstance(content, list):
+                for part in content:
+                    if isinstance(part, dict) and part.get("type") == "refusal":
+                        self.refusals.append(str(part.get("refusal", "")))
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self.texts) if self.texts else None,
+        }
+        if self.reasoning:
+            message["reasoning_content"] = "\n".join(self.reasoning)
+        if self.calls:
+            message["tool_calls"] = self.calls
+        if self.refusals:
+            message["refusal"] = "".join(self.refusals)
+        if self.unmapped:
+            message["unmapped_items"] = self.unmapped
+        return message
+
+
+def _is_assistant_item(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    return kind in _ASSISTANT_ITEMS or (
+        kind in ("message", None) and item.get("role") == "assistant"
+    )
+
+
+def input_messages(items: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """Request ``input`` as chat messages; also the types of the items it could not map."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}], []
+    if not isinstance(items, list):
+        return [], ["input that is neither a string nor a list"]
+    messages: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    turn: _Assistant | None = None
+    for item in items:
+        if not isinstance(item, dict):
+            unknown.append(type(item).__name__)
+            continue
+        if _is_assistant_item(item):
+            turn = turn or _Assistant()
+            turn.add(item)
+            continue
+        if turn is not None:
+            messages.append(turn.message())
+            turn = None
+        kind = item.get("type")
+        if kind == "function_call_output":
+            output = item.get("output")
+            text = _text(output)
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": text if text is not None else output,
+                }
+            )
+        elif kind in ("message", None) and isinstance(item.get("role"), str):
+            messages.append({"role": item["role"], "content": _content(item.get("content"))})
+        else:
+            unknown.append(str(kind))
+            messages.append({"role": "unmapped", "item": item})
+    if turn is not None:
+        messages.append(turn.message())
+    return messages, unknown
+
+
+def chat_tools(tools: Any) -> Any:
+    """Function tools in chat shape; other definitions kept as sent."""
+    if not isinstance(tools, list):
+        return tools
+    out: list[Any] = []
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "function" and "function" not in tool:
+            fn = {k: v for k, v in tool.items() if k != "type"}
+            out.append({"type": "function", "function": fn})
+        else:
+            out.append(tool)
+    return out
+
+
+def finish_reason(response: dict[str, Any], message: dict[str, Any]) -> str:
+    status = response.get("status")
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if status in (None, "completed") and not details:
+        return "tool_calls" if message.get("tool_calls") else "stop"
+    if reason == "max_output_tokens":
+        return "length"
+    return str(reason or status)
+
+
+def chat_response(response: Any) -> tuple[Any, list[str]]:
+    """A Responses ``response`` object as a chat completion (status, details, usage kept)."""
+    if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+        return response, []
+    turn = _Assistant()
+    unknown: list[str] = []
+    for item in response["output"]:
+        if isinstance(item, dict) and _is_assistant_item(item):
+            turn.add(item)
+        else:
+            kind = item.get("type") if isinstance(item, dict) else type(item).__name__
+            unknown.append(str(kind))
+            turn.unmapped.append(item)
+    message = turn.message()
+    out = {k: v for k, v in response.items() if k != "output"}
+    out["object"] = "chat.completion"
+    out["choices"] = [
+        {"index": 0, "message": message, "finish_reason": finish_reason(response, message)}
+    ]
+    return out, unknown
+
+
+def normalise_exchanges(
+    requests: dict[int, dict[str, Any]], outcomes: dict[int, dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """Rewrite every Responses exchange of a raw log into chat shape, in place.
+
+    Request records get ``body.messages``/``body.tools`` (``input`` and
+    ``instructions`` folded in) and ``api: "responses"``; outcome records get a
+    chat-shaped ``response``. Returns (kind, text) problems: chains that point
+    outside the log and items the mapping does not know.
+    """
+    problems: list[tuple[str, str]] = []
+    #: response id -> (messages without instructions, the response's assistant message)
+    by_id: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+    for index in sorted(requests):
+        req = requests[index]
+        body = req.get("body")
+        if not is_responses_path(req.get("path")) or not isinstance(body, dict):
+            continue
+        history: list[dict[str, Any]] = []
+        prev = body.get("previous_response_id")
+        if isinstance(prev, str):
+            if prev in by_id:
+                prev_history, prev_message = by_id[prev]
+                history = [*prev_history, prev_message]
+            else:
+                problems.append(
+                    (
+                        CHAIN_PROBLEM,
+                        f"request {index}: previous_response_id {prev!r} is not in this raw log",
+                    )
+                )
+        new, unknown = input_messages(body.get("input"))
+        history = history + new
+        instructions = body.get("instructions")
+        head = [{"role": "system", "content": instructions}] if instructions else []
+        chat_body = {k: v for k, v in body.items() if k not in ("input", "instructions")}
+        chat_body["messages"] = head + history
+        if "tools" in body:
+            chat_body["tools"] = chat_tools(body["tools"])
+        req["body"] = chat_body
+        req["api"] = "responses"
+        if unknown:
+            problems.append(
+                (ITEM_PROBLEM, f"request {index}: input items not mapped: {', '.join(unknown)}")
+            )
+        out = outcomes.get(index)
+        if out is None or not isinstance(out.get("response"), dict):
+            continue
+        response, unknown = chat_response(out["response"])
+        out["response"] = response
+        if unknown:
+            problems.append(
+                (ITEM_PROBLEM, f"response {index}: output items not mapped: {', '.join(unknown)}")
+            )
+        rid = out.get("response", {}).get("id")
+        message = response["choices"][0]["message"] if "choices" in response else None
+        if isinstance(rid, str) and message is not None:
+            by_id.setdefault(rid, (history, message))
+    return problems

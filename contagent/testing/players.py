@@ -1,0 +1,108 @@
+"""Scripted models that play ``experiments/exp_001`` as each shipped agent's model would.
+
+Each reads what the real tool printed in the container from the conversation it
+is sent, and writes ``pass:<secret>`` only from there, so a pass proves the real
+agent ran the real tool. The moves depend only on the request, so one stub
+serves several agents and concurrent rollouts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from contagent.chat import message_text
+from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
+
+#: the secret exp_001's setup.sh writes
+SECRET = re.compile(r"s-[0-9a-f]{24}")
+
+
+def _answer(outputs: list[str]) -> str:
+    seen = SECRET.search(outputs[0])
+    return f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
+
+
+def codex_outputs(req: StubRequest) -> list[str]:
+    """What Codex's tool printed, from the Responses ``input`` items it sent."""
+    return [
+        message_text(item.get("output"))
+        for item in req.json.get("input", [])
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
+
+
+def codex(req: StubRequest) -> Reply:
+    outputs = codex_outputs(req)
+    if not outputs:
+        return Reply(
+            content=None,
+            tool_calls=[ToolCall("exec_command", {"cmd": "cat ~/workspace/secret.txt"})],
+        )
+    if len(outputs) == 1:
+        cmd = f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
+        return Reply(content=None, tool_calls=[ToolCall("exec_command", {"cmd": cmd})])
+    return Reply(content="Wrote the answer to result.txt.")
+
+
+def tool_outputs(req: StubRequest) -> list[str]:
+    return [message_text(m.get("content")) for m in req.json["messages"] if m.get("role") == "tool"]
+
+
+def mini(req: StubRequest) -> Reply:
+    outputs = tool_outputs(req)
+    if not outputs:
+        command = "cat ~/workspace/secret.txt"
+    elif len(outputs) == 1:
+        command = f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
+    else:
+        command = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    return Reply(content="Next step.", tool_calls=[ToolCall("bash", {"command": command})])
+
+
+def openhands(req: StubRequest) -> Reply:
+    outputs = tool_outputs(req)
+    if not outputs:
+        command = "cat ~/workspace/secret.txt"
+    elif len(outputs) == 1:
+        command = f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
+    else:
+        return Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
+    call = ToolCall("terminal", {"command": command, "security_risk": "LOW"})
+    return Reply(content=None, tool_calls=[call])
+
+
+PLAYERS: dict[str, Callable[[StubRequest], Reply]] = {
+    "openhands": openhands,
+    "mini-swe-agent": mini,
+    "codex": codex,
+}
+
+
+def _tool_names(req: StubRequest) -> set[str]:
+    tools = req.json.get("tools") or []
+    return {t.get("function", {}).get("name") for t in tools if isinstance(t, dict)}
+
+
+def any_agent() -> Callable[[StubRequest], Reply]:
+    """One player for all three: Codex speaks Responses, mini-swe-agent has only ``bash``."""
+
+    def play(req: StubRequest) -> Reply:
+        if req.path.split("?")[0].endswith("/responses"):
+            return codex(req)
+        if _tool_names(req) == {"bash"}:
+            return mini(req)
+        return openhands(req)
+
+    return play
+
+
+def seen_secrets(requests: list[StubRequest]) -> set[str]:
+    """The secrets the model was shown by the agents' tools, over all requests."""
+    found = set()
+    for req in requests:
+        responses = req.path.split("?")[0].endswith("/responses")
+        for out in codex_outputs(req) if responses else tool_outputs(req):
+            if m := SECRET.search(out):
+                found.add(m.group(0))
+    return found

@@ -1,0 +1,232 @@
+"""The agent modules on the host: settings each agent is given, launch, and reading back its log."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from contagent.agents import AGENTS, AgentSettings, get_agent, unhonoured
+from contagent.agents.codex import AGENT as CODEX
+from contagent.agents.codex import config_toml
+from contagent.agents.mini_swe_agent import AGENT as MINI
+from contagent.agents.mini_swe_agent import model_kwargs
+from contagent.agents.openhands import AGENT as OPENHANDS
+from contagent.agents.openhands import llm_kwargs
+from contagent.errors import ContagentError
+from contagent.runner import agent_main
+from contagent.runner.config import LlmOptions, RunConfig, rollout_name
+
+BASE = AgentSettings(
+    task="do it",
+    served_model_name="m",
+    base_url="http://g:1/r/x/v1",
+    num_retries=0,
+    timeout_s=900.0,
+    max_iterations=5,
+)
+SAMPLED = replace(
+    BASE, temperature=0.2, top_p=0.9, reasoning_effort="low", extra_body={"top_k": 20}
+)
+
+
+def test_openhands_llm_settings_are_set_deliberately() -> None:
+    kw = llm_kwargs(BASE, "openai/m")
+    # OpenHands would send reasoning_effort "high" and retry 5 times by default.
+    assert kw["reasoning_effort"] is None and kw["num_retries"] == 0 and kw["timeout"] == 900
+    assert "capability_overrides" not in kw and "temperature" not in kw
+    kw = llm_kwargs(SAMPLED, "openai/m")
+    assert kw["temperature"] == 0.2 and kw["top_p"] == 0.9 and kw["reasoning_effort"] == "low"
+    # Without the override the SDK silently drops sampling parameters for "reasoning" models.
+    assert kw["capability_overrides"] == {"supports_sampling_params": True}
+    assert kw["litellm_extra_body"] == {"top_k": 20}
+    launch = OPENHANDS.launch(BASE)
+    cfg = json.loads(dict((p, d) for p, d, _ in launch.files)["openhands.json"])
+    assert cfg["llm"]["model"] == "openai/m" and cfg["api_key"] == "contagent-proxy"
+
+
+def test_mini_swe_agent_settings_are_set_deliberately() -> None:
+    kw = model_kwargs(BASE)
+    # mini.yaml's drop_params would silently drop what the server does not declare.
+    assert kw["drop_params"] is False and kw["max_retries"] == 0
+    assert kw["api_base"] == BASE.base_url and "temperature" not in kw
+    kw = model_kwargs(replace(SAMPLED, max_output_tokens=64))
+    assert (kw["temperature"], kw["top_p"], kw["reasoning_effort"]) == (0.2, 0.9, "low")
+    assert kw["max_tokens"] == 64 and kw["extra_body"] == {"top_k": 20}
+    files = {p: d for p, d, _ in MINI.launch(BASE).files}
+    cfg = json.loads(files["mini.json"])
+    assert cfg["model"] == "openai/m" and cfg["max_iterations"] == 5 and cfg["num_retries"] == 0
+
+
+def test_codex_provider_points_at_the_proxy_with_the_responses_api() -> None:
+    conf = tomllib.loads(config_toml(replace(BASE, reasoning_effort="low", num_retries=2)))
+    provider = conf["model_providers"][conf["model_provider"]]
+    assert provider["base_url"] == BASE.base_url and provider["wire_api"] == "responses"
+    assert provider["request_max_retries"] == 2 and provider["stream_max_retries"] == 2
+    assert conf["model"] == "m" and conf["model_reasoning_effort"] == "low"
+    assert "model_reasoning_effort" not in tomllib.loads(config_toml(BASE))
+    launch = CODEX.launch(replace(BASE, task='it\'s "quoted"\n$(rm -rf /)'))
+    files = {p: d for p, d, _ in launch.files}
+    assert files["task.txt"] == b'it\'s "quoted"\n$(rm -rf /)'  # on stdin, never in a shell line
+    assert b"--json" in files["codex.sh"] and launch.env["CODEX_HOME"].endswith("codex-home")
+
+
+def test_unhonoured_fields_are_named_in_one_line() -> None:
+    requested = {"max_iterations": 5, "temperature": 0.3, "top_p": None, "extra_body": {}}
+    assert unhonoured(OPENHANDS, ("s",), requested) is None
+    assert unhonoured(MINI, (), requested) is None
+    line = unhonoured(MINI, ("linux-networking",), requested)
+    assert line is not None and "skills (linux-networking)" in line and "\n" not in line
+    line = unhonoured(CODEX, (), requested)
+    assert line is not None and "--max-iterations" in line and "--temperature" in line
+    assert "--top-p" not in line and "--extra-body" not in line
+
+
+def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
+    assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex"}
+    assert rollout_name("exp_001", 0, "codex") == "exp_001__codex"
+    assert rollout_name("exp_001", 1, "codex") == "exp_001_r1__codex"
+    with pytest.raises(ContagentError, match="not a known agent"):
+        get_agent("nope")
+    llm = LlmOptions(served_model_name="m")
+    common = {
+        "experiments_dir": tmp_path,
+        "log_dir": tmp_path,
+        "upstream_url": "http://x",
+        "llm": llm,
+    }
+    with pytest.raises(ContagentError, match="not a known agent"):
+        RunConfig(**common, agents=("openhands", "nope"))  # type: ignore[arg-type]
+    with pytest.raises(ContagentError, match="once"):
+        RunConfig(**common, agents=("codex", "codex"))  # type: ignore[arg-type]
+    cfg = RunConfig(**common, agents=("codex",), image="oh:1")  # type: ignore[arg-type]
+    assert cfg.image_for("openhands", OPENHANDS.image) == "oh:1"
+    assert cfg.image_for("codex", CODEX.image) == CODEX.image
+
+
+def test_mini_trajectory_document_becomes_json_lines(tmp_path: Path) -> None:
+    doc = {
+        "info": {"mini_version": "2.4.6", "exit_status": "Submitted"},
+        "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+        "trajectory_format": "mini-swe-agent-1.1",
+    }
+    (tmp_path / "mini.traj.json").write_text(json.dumps(doc, indent=2))
+    (tmp_path / "mini-report.json").write_text(
+        json.dumps({"version": "2.4.6", "stop_condition": "finished", "iterations": 3})
+    )
+    report = MINI.report(tmp_path)
+    lines = [orjson.loads(line) for line in report.events]
+    assert lines[0]["info"]["exit_status"] == "Submitted" and "messages" not in lines[0]
+    assert lines[1:] == doc["messages"]
+    assert (report.version, report.stop_condition, report.iterations) == ("2.4.6", "finished", 3)
+    (tmp_path / "mini.traj.json").write_text("{torn")
+    [bad] = MINI.report(tmp_path).events
+    assert "unreadable" in orjson.loads(bad)["unparsed"]
+
+
+def test_codex_event_log_is_read_back(tmp_path: Path) -> None:
+    events = [
+        {"type": "thread.started", "thread_id": "t"},
+        {"type": "turn.started"},
+        {"type": "item.completed", "item": {"type": "command_execution", "exit_code": 0}},
+        {"type": "item.completed", "item": {"type": "reasoning", "text": "hm"}},
+        {"type": "item.completed", "item": {"type": "agent_message", "text": "done"}},
+        {"type": "turn.completed", "usage": {"input_tokens": 3}},
+    ]
+    text = "\n".join(json.dumps(e) for e in events) + "\nnot json\n"
+    (tmp_path / "agent.stdout").write_text(text)
+    (tmp_path / "codex-version.txt").write_text("codex-cli 0.171.0\n")
+    report = CODEX.report(tmp_path)
+    assert (report.version, report.stop_condition, report.iterations) == ("0.171.0", "finished", 2)
+    assert orjson.loads(report.events[-1]) == {"unparsed": "not json"}
+    failed = [*events[:3], {"type": "turn.failed", "error": {"message": "stream closed\nmore"}}]
+    (tmp_path / "agent.stdout").write_text("\n".join(json.dumps(e) for e in failed))
+    report = CODEX.report(tmp_path)
+    assert report.stop_condition == "error" and report.error == "stream closed"
+
+
+def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -> None:
+    """agent_main.py as the container runs it: setup, the agent's command, evaluate."""
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    (tmp_path / "setup.sh").write_text("echo set > marker\n")
+    (tmp_path / "evaluate.sh").write_text("grep -q agent-ran marker\n")
+    settings = {
+        "workspace": str(ws),
+        "out_dir": str(out),
+        "setup_script": str(tmp_path / "setup.sh"),
+        "evaluate_script": str(tmp_path / "evaluate.sh"),
+        "launch": {
+            "argv": [
+                sys.executable,
+                "-c",
+                "import os;open('marker','a').write(os.environ['X']);print('hi')",
+            ],
+            "env": {"X": "agent-ran"},
+        },
+    }
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    assert agent_main.main(["agent_main.py", str(tmp_path / "settings.json")]) == 0
+    outcome = json.loads((out / "outcome.json").read_text())
+    assert outcome["exit_codes"] == {"setup": 0, "agent": 0, "evaluate": 0}
+    assert (out / "agent.stdout").read_text() == "hi\n"
+    settings["launch"] = {"argv": ["/no/such/agent"], "env": {}}
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    agent_main.main(["agent_main.py", str(tmp_path / "settings.json")])
+    outcome = json.loads((out / "outcome.json").read_text())
+    assert outcome["exit_codes"] == {"setup": 0, "agent": 127, "evaluate": 1}
+
+
+def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
+    from tests.conftest import cli
+
+    proc = cli("run", "--served-model-name", "m", "--agent", "nope", "--log-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "contagent: error: --agent 'nope' is not a known agent "
+        "(known: codex, mini-swe-agent, openhands)"
+    )
+    proc = cli("build", "--agent", "codex", "--agent", "openhands", "--tag", "x")
+    assert proc.returncode == 2 and "--tag names one image" in proc.stderr
+
+
+def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
+    from contagent.runner.rollout import _verdict
+
+    codes = {"exit_codes": {"setup": 0, "agent": 127, "evaluate": 1}}
+    assert _verdict(codes, False, False, 0) == ("agent_error", "the agent exited 127")
+    said = {**codes, "agent_error": "RuntimeError: no model"}
+    assert _verdict(said, False, False, 0) == ("agent_error", "RuntimeError: no model")
+    ok = {"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}
+    assert _verdict(ok, False, False, 0) == ("passed", None)
+
+
+def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path) -> None:
+    from contagent.runner.experiment import discover_experiments
+    from contagent.runner.run import plan_rollouts
+    from tests.conftest import REPO
+
+    experiments, problems = discover_experiments(REPO / "experiments", ["exp_001"], REPO / "skills")
+    assert problems == []
+    llm = LlmOptions(served_model_name="m")
+    common = {
+        "experiments_dir": tmp_path,
+        "log_dir": tmp_path,
+        "upstream_url": "http://x",
+        "llm": llm,
+    }
+    one = plan_rollouts(RunConfig(**common, repeat=2), experiments)  # type: ignore[arg-type]
+    assert [(p.name, p.agent) for p in one] == [
+        ("exp_001", "openhands"),
+        ("exp_001_r1", "openhands"),
+    ]
+    several = RunConfig(**common, agents=("codex", "mini-swe-agent"))  # type: ignore[arg-type]
+    assert [p.name for p in plan_rollouts(several, experiments)] == [
+        "exp_001__codex",
+        "exp_001__mini-swe-agent",
+    ]
