@@ -64,7 +64,7 @@ def test_the_export_card_shows_its_charts_and_an_upload_carries_them(tmp_path: P
             assert image.format == "PNG" and image.width >= 400 and image.height >= 100
     summary = orjson.loads((out / "export-summary.json").read_bytes())
     rollouts = charts.card_charts(summary)[0]
-    samples = [p for p in Path("data/rollouts").iterdir() if p.is_dir()]
+    samples = list(Path("data/rollouts").rglob("exchanges.jsonl"))
     assert rollouts.values[0] == summary["rollouts_read"] == len(samples)
     local = read_dataset_folder(folder)
     assert [local.relative(p) for p in local.images] == sorted(rel for _, rel in links)

@@ -161,7 +161,7 @@ def test_log_dir_rows_come_from_the_exporter_and_new_rollouts_appear(
     monkeypatch.setattr(source_mod, "RESCAN_S", 0.0)
     with serve(run_dir) as running:
         viewer = running.service
-        rollouts = len([p for p in (run_dir / "rollouts").iterdir() if p.is_dir()])
+        rollouts = len(list(run_dir.rglob("exchanges.jsonl")))
         _, body, _ = get(viewer, "/rollouts?per=500")
         assert body.count('class="rid"') == rollouts
         status, body, _ = get(viewer, "/rollouts/clean_pass/files/result")
