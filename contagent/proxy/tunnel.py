@@ -52,35 +52,50 @@ def outbound_proxy(scheme: str, host: str) -> OutboundProxy | None:
     return OutboundProxy(parts.hostname, parts.port or 80, auth)
 
 
+class _Connect(asyncio.Protocol):
+    """Reads the outbound proxy's answer to CONNECT; then TLS takes the transport over."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        if self.answer.done():
+            return
+        if end >= 0:
+            self.answer.set_result(bytes(self.head[:end]))
+        elif len(self.head) > _MAX_CONNECT_HEAD:
+            self.answer.set_exception(OSError("outbound proxy sent an oversized answer to CONNECT"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(
+                OSError("outbound proxy closed the connection during CONNECT")
+            )
+
+
 async def open_tunnel(
-    via: OutboundProxy, host: str, port: int, tls: ssl.SSLContext, timeout: float | None
+    via: OutboundProxy, host: str, port: int, tls: ssl.SSLContext
 ) -> asyncio.Transport:
     """A TLS transport to ``host:port`` through ``via``'s CONNECT tunnel; raises OSError."""
     loop = asyncio.get_running_loop()
-    reader, writer = await asyncio.open_connection(via.host, via.port, limit=_MAX_CONNECT_HEAD)
+    transport, connect = await loop.create_connection(_Connect, via.host, via.port)
     try:
-        authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        writer.write(
-            b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n"
-            % (authority.encode("idna"), authority.encode("idna"), via.auth_line)
+        authority = (f"[{host}]:{port}" if ":" in host else f"{host}:{port}").encode("idna")
+        transport.write(
+            b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (authority, authority, via.auth_line)
         )
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
-        except asyncio.LimitOverrunError:
-            raise OSError("outbound proxy sent an oversized answer to CONNECT") from None
-        except asyncio.IncompleteReadError:
-            raise OSError("outbound proxy closed the connection during CONNECT") from None
+        head = await connect.answer
         status_line = head.split(b"\r\n", 1)[0]
         fields = status_line.split(None, 2)
         if len(fields) < 2 or not fields[1].startswith(b"2"):
             raise OSError(f"outbound proxy refused CONNECT: {status_line.decode('latin-1')[:200]}")
-        transport = writer.transport
-        tls_transport = await loop.start_tls(
-            transport, transport.get_protocol(), tls, server_hostname=host
-        )
+        tls_transport = await loop.start_tls(transport, connect, tls, server_hostname=host)
         if tls_transport is None:
             raise OSError("TLS through the outbound proxy's tunnel did not start")
         return cast(asyncio.Transport, tls_transport)
     except BaseException:
-        writer.transport.abort()
+        transport.abort()
         raise

@@ -368,7 +368,7 @@ class UpstreamPool:
             )
             return conn
         assert self._ssl is not None
-        transport = await open_tunnel(via, self.host, self.port, self._ssl, self.connect_timeout)
+        transport = await open_tunnel(via, self.host, self.port, self._ssl)
         conn = UpstreamConnection(self)
         transport.set_protocol(conn)
         conn.connection_made(transport)

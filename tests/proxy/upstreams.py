@@ -81,3 +81,54 @@ def serve(service: Any, started: list[InThread[Any]]) -> Any:
     served = InThread(service, "test-upstream")
     started.append(served)
     return served.service
+
+
+class ForwardProxy:
+    """A minimal outbound HTTP proxy: ``CONNECT`` tunnels and absolute-form requests, each
+    connection piped to the target its first request names. Keeps those first heads."""
+
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from urllib.parse import urlsplit
+
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            self.heads.append(head)
+            method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
+            if method == b"CONNECT":
+                host, _, port = target.decode().rpartition(":")
+                up_reader, up_writer = await asyncio.open_connection(host, int(port))
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                url = urlsplit(target.decode())
+                assert url.hostname is not None and url.port is not None
+                up_reader, up_writer = await asyncio.open_connection(url.hostname, url.port)
+                up_writer.write(head)  # absolute-form is valid for origin servers too
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            writer.close()
+            return
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except ConnectionError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
