@@ -171,3 +171,17 @@ def test_upgrades_and_connect_are_never_forwarded(stub_factory, proxy_factory, t
         want = b"HTTP/1.1 405 " if head.startswith("CONNECT") else b"HTTP/1.1 400 "
         assert raw.startswith(want), (head, raw)
     assert stub.requests == [] and not (tmp_path / "records" / "r1").exists()
+
+
+def test_limits_are_set_from_the_command_line(stub_factory, tmp_path):
+    from tests.proxy.test_log import _start_cli
+
+    stub = stub_factory([Reply()])
+    proc, url = _start_cli(stub.url, tmp_path / "records", "--max-target", "64")
+    try:
+        r = requests.get(f"{url}/r/r1/v1/models?q=" + "a" * 100, timeout=20)
+        assert r.status_code == 414 and "over 64 bytes" in r.json()["error"]["message"]
+        assert requests.get(f"{url}/r/r1/v1/models", timeout=20).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
