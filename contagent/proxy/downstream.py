@@ -95,6 +95,7 @@ class ClientConnection(asyncio.Protocol):
         self._in_head = False
         self._head_size = 0  # bytes of the head so far: parsed fields, or raw bytes read
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_started = 0.0
         self._continue = False  # a 100 Continue is owed once this request's turn comes
         self._refused = False
 
@@ -164,8 +165,9 @@ class ClientConnection(asyncio.Protocol):
         self._head_size = 0
         if self.busy:  # pipelined: read no further until it is its turn
             self._pause_reading()
-        self._cancel_head_timer()
-        self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_timeout)
+        self._head_started = now = self.loop.time()
+        if self._head_timer is None:  # one timer per connection, re-armed lazily
+            self._head_timer = self.loop.call_at(now + self.limits.head_timeout, self._head_timeout)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -189,7 +191,6 @@ class ClientConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_size = 0
-        self._cancel_head_timer()
         parser = self.parser
         if parser.get_method() == b"CONNECT":
             self._stop(405, "CONNECT is not supported: this is not a forward proxy")
@@ -243,8 +244,12 @@ class ClientConnection(asyncio.Protocol):
         self._head_timer = None
         if not self._in_head or self.closed:
             return
+        now = self.loop.time()
         if not self.reading:  # not the client's fault: the proxy stopped reading it
-            self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_timeout)
+            self._head_started = now
+        due = self._head_started + self.limits.head_timeout
+        if now < due:
+            self._head_timer = self.loop.call_at(due, self._head_timeout)
             return
         self._refuse(408, f"request head not received within {self.limits.head_timeout:g} s")
 

@@ -63,6 +63,20 @@ async def test_the_head_timer_stops_once_the_head_is_whole():
 
 
 @on_loop
+async def test_each_request_head_gets_the_full_time():
+    conn, t, h = client_conn(head_timeout=0.5)
+    conn.data_received(post())
+    conn.respond(200, OK, b"one")
+    assert status_of(t.take()) == 200
+    await asyncio.sleep(0.35)
+    conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\n")  # the next head starts late
+    await asyncio.sleep(0.3)  # past the first head's deadline, within this one's
+    assert not t.closed
+    await asyncio.sleep(0.5)
+    assert status_of(t.take()) == 408 and t.closed and len(h.requests) == 1
+
+
+@on_loop
 async def test_connections_over_the_limit_get_503_and_are_closed():
     handler = FakeHandler(max_clients=1)
     _, first, _ = client_conn(handler)
