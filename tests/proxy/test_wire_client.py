@@ -44,12 +44,12 @@ async def test_too_many_header_fields_get_431():
 
 @on_loop
 async def test_a_head_that_does_not_arrive_in_time_is_answered_408_and_closed():
-    conn, t, h = client_conn(head_timeout=0.05)
+    conn, t, h = client_conn(head_timeout=0.3)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\n")
-    await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
     conn.data_received(b"X-Slow: 1\r\n")  # trickling does not reset the clock
     assert not t.closed
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.4)
     assert status_of(t.take()) == 408 and t.closed and h.requests == []
 
 
