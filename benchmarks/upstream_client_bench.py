@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/upstream_client_bench.py [--n 3000] [--rounds 3]
+    python benchmarks/upstream_client_bench.py [--n 3000] [--rounds 3] [--proxy-src DIR]
 
 Against the scripted upstream (``python -m contagent.testing.llm_stub``, its own
 process), this process sends the same 32 KB OpenHands-shaped JSON requests at
@@ -12,13 +12,15 @@ It also drives a ``contagent proxy`` process with the same load and reads that
 process's CPU per exchange: swapping the own client for aiohttp would cost the
 proxy the difference between the two clients, so the ratio printed is
 ``(proxy + aiohttp - own) / proxy``. The rule it decides: keep an aiohttp
-client unless it costs more than 1.5x today's proxy CPU per JSON exchange.
+client unless it costs more than 1.5x today's proxy CPU per JSON exchange;
+``--proxy-src`` runs the proxy from another source tree (``git archive REV contagent``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -134,6 +136,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--proxy-src", help="run the proxy from this source tree (holds contagent/)")
     args = ap.parse_args()
     try:
         import uvloop
@@ -148,10 +151,12 @@ def main() -> None:
         )
         procs.append(stub)
         tmp = tempfile.mkdtemp(prefix="contagent-upbench-")
+        src = str(Path(args.proxy_src).resolve()) if args.proxy_src else None
         proxy, proxy_url = start_process(
             [sys.executable, "-c", "from contagent.cli import main; main()", "proxy",
              "--upstream", stub_url, "--record-dir", tmp],
             "listening on ",
+            env={**os.environ, "PYTHONPATH": src} if src else None, cwd=src,
         )  # fmt: skip
         procs.append(proxy)
         url = f"{proxy_url}/r/bench/v1/chat/completions"
