@@ -7,12 +7,12 @@ Usage::
 Everything runs on loopback, in separate processes so that each one's cost is
 visible: the scripted upstream (``python -m contagent.testing.llm_stub``), the
 proxy (``contagent proxy``), two minimal pass-throughs for reference (on
-aiohttp, as in the issue, and on the proxy's own HTTP stack: the gap to the
+aiohttp, the original reference point, and on the proxy's own HTTP stack: the gap to the
 latter is the price of the record), that second one again with the least
-record the issue demands (request body parsed and appended before forwarding:
+record requires (request body parsed and appended before forwarding:
 a bound on what any recorder on this stack can keep), optionally the LiteLLM
 proxy, and this load generator (aiohttp). Requests to the targets are
-interleaved so that machine noise hits all of them alike. Workloads (issue 3):
+interleaved so that machine noise hits all of them alike. Workloads:
 
 * non-streaming chat completions with 32 KB request bodies;
 * streaming responses of 500 chunks (32 KB request bodies too);
@@ -41,8 +41,8 @@ import aiohttp
 import orjson
 
 BASELINES = {
-    "LiteLLM proxy (issue 3)": {"p50": "16-19 ms", "thr": "4%"},
-    "minimal aiohttp pass-through (issue 3)": {"p50": "0.65 ms", "thr": "46%"},
+    "LiteLLM proxy (first measurement)": {"p50": "16-19 ms", "thr": "4%"},
+    "minimal aiohttp pass-through (first measurement)": {"p50": "0.65 ms", "thr": "46%"},
 }
 BENCH_KEY = "sk-bench-local-only"  # LiteLLM refuses to start without a master key
 #: JSON throughput: at most ``thr_gap`` points below the bound (the least required record on
