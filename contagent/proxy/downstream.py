@@ -179,9 +179,11 @@ class ClientConnection(asyncio.Protocol):
         if not self._in_head:  # trailer fields of a chunked body: never headers
             return
         self._headers.append((name, value))
+        self._head_size += len(name) + len(value) + 4
         if len(self._headers) > self.limits.max_headers:
             self._stop(431, f"more than {self.limits.max_headers} header fields")
-        self._grow(len(name) + len(value) + 4)
+        if self._head_size > self.limits.max_head:
+            self._stop(431, f"request head over {self.limits.max_head} bytes")
 
     def _grow(self, n: int) -> None:
         self._head_size += n
@@ -196,17 +198,20 @@ class ClientConnection(asyncio.Protocol):
             self._stop(405, "CONNECT is not supported: this is not a forward proxy")
         if parser.should_upgrade():
             self._stop(400, "protocol upgrades are not supported")
-        codings = tokens(v for n, v in self._headers if n.lower() == b"transfer-encoding")
-        if codings - {b"chunked"}:
-            self._stop(501, "only the chunked transfer coding is supported")
-        if parser.get_http_version() == "1.0":
+        expect = False
+        for name, value in self._headers:  # one pass: this runs for every request
+            low = name.lower()
+            if low == b"transfer-encoding":
+                if tokens((value,)) - {b"chunked"}:
+                    self._stop(501, "only the chunked transfer coding is supported")
+            elif low == b"expect" and value.strip().lower() == b"100-continue":
+                expect = True
+        if not expect or parser.get_http_version() == "1.0":
             return  # HTTP/1.0 has no 100 Continue (RFC 9110 10.1.1)
-        for name, value in self._headers:
-            if name.lower() == b"expect" and value.strip().lower() == b"100-continue":
-                if self.busy:
-                    self._continue = True  # sent when the request ahead is answered
-                elif self.transport is not None:
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if self.busy:
+            self._continue = True  # sent when the request ahead is answered
+        elif self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
         self._continue = False  # the client did not wait for it

@@ -77,7 +77,8 @@ def tokens(values: Iterable[bytes]) -> set[bytes]:
 
 def connection_named(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
     """Header names a message's ``Connection`` header makes hop-by-hop."""
-    return tokens(v for n, v in headers if n.lower() == b"connection")
+    values = [v for n, v in headers if n.lower() == b"connection"]
+    return tokens(values) if values else set()
 
 
 def response_head(
@@ -100,7 +101,8 @@ def relayed_response_headers(
 
     ``keep_length``: a HEAD answer, whose ``Content-Length`` describes a body never sent.
     """
-    drop = DROP_RESPONSE | connection_named(headers)
+    named = connection_named(headers)
+    drop = DROP_RESPONSE | named if named else DROP_RESPONSE
     out = []
     for name, value in headers:
         low = name.lower()
@@ -281,7 +283,8 @@ def upstream_request_head(
     ``safe_names`` maps lower-cased header names to their recorded spelling;
     ``extra`` holds whole header lines the proxy adds (its own credentials).
     """
-    drop = DROP_REQUEST | connection_named(headers)
+    named = connection_named(headers)
+    drop = DROP_REQUEST | named if named else DROP_REQUEST
     safe: dict[str, str] = {}
     head = [b"%s %s HTTP/1.1\r\nHost: %s\r\n" % (method.encode(), target, host)]
     for name, value in headers:

@@ -171,13 +171,20 @@ class UpstreamConnection(asyncio.Protocol):
             self.interim = True
             return
         headers = self.headers
-        codings = tokens(v for n, v in headers if n.lower() == b"transfer-encoding")
-        if codings and codings != {b"chunked"}:
-            self._fail("upstream used a transfer coding other than chunked", False)
-            return
-        framed = bool(codings) or any(n.lower() == b"content-length" for n, _ in headers)
+        framed = encoded = False
+        for name, value in headers:  # one pass: this runs for every answer
+            low = name.lower()
+            if low == b"transfer-encoding":
+                if tokens((value,)) != {b"chunked"}:
+                    self._fail("upstream used a transfer coding other than chunked", False)
+                    return
+                framed = True
+            elif low == b"content-length":
+                framed = True
+            elif low == b"content-encoding":
+                encoded = True
         no_body = sink.head_only or status in (204, 304)
-        decoder = None if no_body else body_decoder(headers)
+        decoder = body_decoder(headers) if encoded and not no_body else None
         if decoder:  # asked for identity; decoded anyway so record and client get plain bytes
             self.decoder = decoder
             headers = [(n, v) for n, v in headers if n.lower() != b"content-encoding"]
