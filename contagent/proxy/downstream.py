@@ -2,31 +2,26 @@
 
 Requests are parsed by llhttp (``httptools``) and handed whole (the body is
 needed for the request record before anything goes upstream) to the
-:class:`RequestHandler`, one at a time per connection; pipelined requests
-wait their turn. A connection that closes while its request is in flight
-tells the exchange at once (``client_gone``), which is how the upstream
-request gets cancelled.
+:class:`RequestHandler`, one at a time per connection. A pipelined request
+waits its turn, and the connection stops reading until then, as it does while
+the client does not read what it is sent: a client cannot make the proxy
+buffer without bound. Every other resource a client can hold is capped by
+:class:`~contagent.proxy.http1.Limits`. A connection that closes while its
+request is in flight tells the exchange at once (``client_gone``), which is
+how the upstream request gets cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http
 import logging
 from typing import Protocol, cast
 
 import httptools
-import orjson
+
+from contagent.proxy.http1 import NO_BODY_STATUS, Limits, error_body, response_head, tokens
 
 log = logging.getLogger(__name__)
-
-_PHRASES = {s.value: s.phrase.encode() for s in http.HTTPStatus}
-_NO_BODY = frozenset({204, 304})
-
-
-def error_body(status: int, message: str, kind: str = "upstream_error") -> bytes:
-    """An OpenAI-style error body."""
-    return orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
 
 
 class Request:
@@ -63,16 +58,24 @@ class RequestHandler(Protocol):
     stopping: bool
 
     def handle(self, conn: ClientConnection, request: Request) -> None: ...
-    def track(self, conn: ClientConnection, open_: bool) -> None: ...
+
+    def track(self, conn: ClientConnection, open_: bool) -> bool:
+        """Count a connection in (False: over the limit, refuse it) or out."""
+        ...
+
+
+class _Stop(Exception):
+    """Raised in a parser callback to stop parsing a connection that was refused."""
 
 
 class ClientConnection(asyncio.Protocol):
     """One agent connection. The handler answers each request through :meth:`respond`
     or :meth:`start_response` / :meth:`send` / :meth:`end`, then the next one starts."""
 
-    def __init__(self, handler: RequestHandler, max_body: int) -> None:
+    def __init__(self, handler: RequestHandler, limits: Limits) -> None:
         self.handler = handler
-        self.max_body = max_body
+        self.limits = limits
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.peer: str | None = None
         self.parser = httptools.HttpRequestParser(self)
@@ -83,10 +86,17 @@ class ClientConnection(asyncio.Protocol):
         self.keep_alive = True
         self.chunked = False
         self.queue: list[Request] = []
+        self.reading = True
+        self.write_paused = False
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._size = 0
+        self._in_head = False
+        self._head_size = 0  # bytes of the head so far: parsed fields, or raw bytes read
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_started = 0.0
+        self._continue = False  # a 100 Continue is owed once this request's turn comes
         self._refused = False
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -95,40 +105,54 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else None
-        self.handler.track(self, True)
+        if not self.handler.track(self, True):
+            self._refuse(503, "contagent proxy is at its client connection limit", "proxy_error")
 
     def data_received(self, data: bytes) -> None:
         self.last_active = -1.0  # "recently": the idle sweep stamps the time itself
         if self._refused:
             return
+        in_head = self._in_head
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
+        except httptools.HttpParserUpgrade:  # CONNECT or Upgrade: refused in on_headers_complete
             self._refuse(400, "protocol upgrades are not supported")
         except httptools.HttpParserCallbackError as exc:
             if not self._refused:  # not the client's fault: a bug of ours, say so loudly
                 log.error("request handling failed", exc_info=exc.__context__ or exc)
                 self._refuse(500, "contagent proxy failed to handle the request", "proxy_error")
         except httptools.HttpParserError as exc:
-            self._refuse(400, f"malformed HTTP request: {exc}")
+            if not self._refused:
+                self._refuse(400, f"malformed HTTP request: {exc}")
+        else:
+            if in_head and self._in_head:  # a head trickling in: llhttp buffers its fields
+                self._head_size += len(data)
+                if self._head_size > self.limits.max_head:
+                    self._refuse(431, f"request head over {self.limits.max_head} bytes")
 
     def eof_received(self) -> bool:
         return False  # a half-closed client is gone: close, and cancel what it asked for
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._cancel_head_timer()
         self.handler.track(self, False)
         responder, self.responder = self.responder, None
         if responder is not None:
             responder.client_gone()
 
     def pause_writing(self) -> None:
+        self.write_paused = True
+        self._pause_reading()
         if self.responder is not None:
             self.responder.pause_upstream()
 
     def resume_writing(self) -> None:
+        self.write_paused = False
         if self.responder is not None:
             self.responder.resume_upstream()
+        elif not self.busy:
+            self._next()
 
     # -- httptools callbacks ----------------------------------------------------------
 
@@ -137,24 +161,63 @@ class ClientConnection(asyncio.Protocol):
         self._headers = []
         self._body = []
         self._size = 0
+        self._in_head = True
+        self._head_size = 0
+        if self.busy:  # pipelined: read no further until it is its turn
+            self._pause_reading()
+        self._head_started = now = self.loop.time()
+        if self._head_timer is None:  # one timer per connection, re-armed lazily
+            self._head_timer = self.loop.call_at(now + self.limits.head_timeout, self._head_timeout)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        if len(self._url) > self.limits.max_target:
+            self._stop(414, f"request target over {self.limits.max_target} bytes")
+        self._grow(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._in_head:  # trailer fields of a chunked body: never headers
+            return
         self._headers.append((name, value))
+        self._head_size += len(name) + len(value) + 4
+        if len(self._headers) > self.limits.max_headers:
+            self._stop(431, f"more than {self.limits.max_headers} header fields")
+        if self._head_size > self.limits.max_head:
+            self._stop(431, f"request head over {self.limits.max_head} bytes")
+
+    def _grow(self, n: int) -> None:
+        self._head_size += n
+        if self._head_size > self.limits.max_head:
+            self._stop(431, f"request head over {self.limits.max_head} bytes")
 
     def on_headers_complete(self) -> None:
-        for name, value in self._headers:
-            if name.lower() == b"expect" and value.strip().lower() == b"100-continue":
-                if not self.busy and self.transport is not None:
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self._in_head = False
+        self._head_size = 0
+        parser = self.parser
+        if parser.get_method() == b"CONNECT":
+            self._stop(405, "CONNECT is not supported: this is not a forward proxy")
+        if parser.should_upgrade():
+            self._stop(400, "protocol upgrades are not supported")
+        expect = False
+        for name, value in self._headers:  # one pass: this runs for every request
+            low = name.lower()
+            if low == b"transfer-encoding":
+                if tokens((value,)) - {b"chunked"}:
+                    self._stop(501, "only the chunked transfer coding is supported")
+            elif low == b"expect" and value.strip().lower() == b"100-continue":
+                expect = True
+        if not expect or parser.get_http_version() == "1.0":
+            return  # HTTP/1.0 has no 100 Continue (RFC 9110 10.1.1)
+        if self.busy:
+            self._continue = True  # sent when the request ahead is answered
+        elif self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
+        self._continue = False  # the client did not wait for it
         self._size += len(body)
-        if self._size > self.max_body:
-            self._refuse(413, f"request body over {self.max_body} bytes")
-            raise httptools.HttpParserError("body too large")  # stop parsing this connection
+        if self._size > self.limits.max_body:
+            self._stop(413, f"request body over {self.limits.max_body} bytes")
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -168,12 +231,62 @@ class ClientConnection(asyncio.Protocol):
             self.parser.get_http_version() != "1.0",
         )
         self._body = []
-        if self.busy:
-            self.queue.append(request)
+        self._continue = False
+        self._in_head = False
+        self.queue.append(request)
+        if self.busy or self.write_paused:
+            self._pause_reading()  # pipelined: read no further until it is its turn
         else:
-            self._start(request)
+            self._next()
+
+    # -- limits -------------------------------------------------------------------------
+
+    def _stop(self, status: int, message: str) -> None:
+        self._refuse(status, message)
+        raise _Stop(message)
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if not self._in_head or self.closed:
+            return
+        now = self.loop.time()
+        if not self.reading:  # not the client's fault: the proxy stopped reading it
+            self._head_started = now
+        due = self._head_started + self.limits.head_timeout
+        if now < due:
+            self._head_timer = self.loop.call_at(due, self._head_timeout)
+            return
+        self._refuse(408, f"request head not received within {self.limits.head_timeout:g} s")
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _pause_reading(self) -> None:
+        if self.reading and self.transport is not None and not self.closed:
+            self.reading = False
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if not self.reading and self.transport is not None and not self.closed:
+            self.reading = True
+            self.transport.resume_reading()
 
     # -- answering --------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Start the next queued request, or read on; never while the client does not read."""
+        if self.busy or self.write_paused or self.closed:
+            return
+        if self.queue:
+            self._start(self.queue.pop(0))
+            return
+        if self._continue and self.transport is not None:
+            self._continue = False
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if not self._refused:
+            self._resume_reading()
 
     def _start(self, request: Request) -> None:
         self.busy = True
@@ -182,30 +295,37 @@ class ClientConnection(asyncio.Protocol):
         self.handler.handle(self, request)
 
     def _refuse(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        """Answer a request we cannot parse, then close: the stream is out of step."""
+        """Answer a request we cannot or will not parse, then close: the stream is out of step."""
         self._refused = True
+        self._in_head = False
+        self._cancel_head_timer()
         self.queue.clear()
         self.keep_alive = False  # a response in flight closes the connection when it ends
         if not self.busy:
+            self.busy = True  # nothing else may start on this connection
             self.respond(status, [(b"Content-Type", b"application/json")],
                          error_body(status, message, kind))  # fmt: skip
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]], framing: bytes) -> bytes:
-        parts = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES.get(status, b"Unknown"))]
-        for name, value in headers:
-            parts.append(name + b": " + value + b"\r\n")
-        parts.append(framing)
-        if not self.keep_alive or self.handler.stopping:
+        if self.handler.stopping:
             self.keep_alive = False
-            parts.append(b"Connection: close\r\n")
-        parts.append(b"\r\n")
-        return b"".join(parts)
+        return response_head(status, headers, framing, not self.keep_alive)
 
-    def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-        """Send a whole response and finish the request."""
+    def respond(
+        self,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        head_only: bool = False,
+    ) -> None:
+        """Send a whole response and finish the request. ``head_only``: the answer to a
+        HEAD, whose headers (``Content-Length`` among them) go as given, without a body."""
         if self.transport is not None and not self.closed:
-            framing = b"" if status in _NO_BODY else b"Content-Length: %d\r\n" % len(body)
-            self.transport.write(self._head(status, headers, framing) + body)
+            if head_only:
+                self.transport.write(self._head(status, headers, b""))
+            else:
+                framing = b"" if status in NO_BODY_STATUS else b"Content-Length: %d\r\n" % len(body)
+                self.transport.write(self._head(status, headers, framing) + body)
         self._finished()
 
     def respond_error(self, status: int, message: str, kind: str = "upstream_error") -> None:
@@ -248,8 +368,8 @@ class ClientConnection(asyncio.Protocol):
             return
         if not self.keep_alive or self.handler.stopping:
             self.transport.close()
-        elif self.queue:
-            self._start(self.queue.pop(0))
+        else:
+            self._next()
 
     def close_if_idle(self) -> None:
         if not self.busy and self.transport is not None:

@@ -11,28 +11,39 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
-from contagent.proxy.downstream import ClientConnection, error_body
+from contagent.proxy.downstream import ClientConnection
+from contagent.proxy.http1 import error_body, relayed_response_headers
 from contagent.proxy.recorder import outcome_record, verbatim
 from contagent.proxy.sse import SSEParser, StreamAssembler
-from contagent.proxy.upstream import DECODED_ENCODINGS
+from contagent.proxy.upstream import UpstreamConnection
 from contagent.rules import completeness
-
-if TYPE_CHECKING:
-    from contagent.proxy.server import RecordingProxy
-    from contagent.proxy.upstream import UpstreamConnection
 
 log = logging.getLogger(__name__)
 
-HOP_BY_HOP = frozenset(
-    {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
-     b"trailer", b"trailers", b"transfer-encoding", b"upgrade"}
-)  # fmt: skip
-#: the proxy frames what it sends to the client itself
-_DROP_RESPONSE = HOP_BY_HOP | {b"content-length"}
+
+class ExchangeHost(Protocol):
+    """What an exchange needs from the proxy that started it."""
+
+    #: the proxy is stopping: a cut exchange is the proxy's fault, not the client's
+    stopping: bool
+
+    def finish(self, record: dict[str, Any]) -> bool:
+        """Append the outcome record; False (and logged) when it could not be written."""
+        ...
+
+    def over(self, ex: Exchange) -> None:
+        """``ex`` needs nothing more from upstream."""
+        ...
+
+    def cancel_waiting(self, ex: Exchange) -> None:
+        """Forget ``ex``'s request if it still waits for an upstream connection."""
+        ...
+
+
 _UNRECORDED = "contagent proxy could not record the response, so it is not passed on"
 
 
@@ -52,7 +63,7 @@ class Exchange:
 
     def __init__(
         self,
-        proxy: RecordingProxy,
+        proxy: ExchangeHost,
         conn: ClientConnection,
         rollout_id: str,
         index: int,
@@ -79,7 +90,7 @@ class Exchange:
         if self.done:
             return
         self.done = True
-        self.recorded = self.proxy._finish(
+        self.recorded = self.proxy.finish(
             outcome_record(
                 index=self.index, rollout_id=self.rollout_id, outcome=outcome, status=self.status,
                 client_status=self.sent_status, started=self.started, first_byte=self.first_byte,
@@ -92,17 +103,11 @@ class Exchange:
     def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.first_byte = time.time()
         self.status = status
-        out = []
-        sse = False
-        for name, value in headers:
-            low = name.lower()
-            if low in _DROP_RESPONSE:
-                continue
-            if low == b"content-type" and value.startswith(b"text/event-stream"):
-                sse = True
-            elif low == b"content-encoding" and value.strip().lower() in DECODED_ENCODINGS:
-                continue
-            out.append((name, value))
+        out = relayed_response_headers(headers, keep_length=self.head_only)
+        sse = not self.head_only and any(  # media types are case-insensitive
+            n.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+            for n, v in out
+        )
         if sse:
             self.stream = _StreamState()
             self.sent_status = status
@@ -136,7 +141,7 @@ class Exchange:
     def on_end(self) -> None:
         if self.gone:
             return
-        self.proxy._over(self)
+        self.proxy.over(self)
         if self.stream is not None:
             self._record_stream(None)
             if self.recorded:
@@ -150,7 +155,7 @@ class Exchange:
         self.sent_status = self.status
         self._record_body(data)
         if self.recorded:
-            self.conn.respond(self.status, self.out_headers, data)
+            self.conn.respond(self.status, self.out_headers, data, self.head_only)
         else:
             self.conn.respond_error(500, _UNRECORDED, "proxy_error")
 
@@ -171,7 +176,7 @@ class Exchange:
     def on_fail(self, message: str, timed_out: bool) -> None:
         if self.gone:
             return
-        self.proxy._over(self)
+        self.proxy.over(self)
         code = 504 if timed_out else 502
         state = self.stream
         if state is None:  # the client has seen nothing yet
@@ -208,11 +213,11 @@ class Exchange:
 
     def _drop_upstream(self) -> None:
         self.gone = True
-        self.proxy._over(self)
+        self.proxy.over(self)
         if self.upstream is not None:
             self.upstream.abort()
         else:
-            self.proxy.pool.cancel(self)
+            self.proxy.cancel_waiting(self)
 
     def _record_cut(self, why: str | None) -> None:
         if self.proxy.stopping:

@@ -28,31 +28,17 @@ import orjson
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.proxy.downstream import ClientConnection, Request
-from contagent.proxy.exchange import HOP_BY_HOP, Exchange
+from contagent.proxy.exchange import Exchange
+from contagent.proxy.http1 import Limits, redact_query, upstream_request_head
 from contagent.proxy.recorder import Recorder, RecordError, request_record, verbatim
 from contagent.proxy.upstream import UpstreamPool, tls_context
 from contagent.records import SAFE_HEADERS
 
 log = logging.getLogger(__name__)
 
-#: never forwarded: hop-by-hop, framing the proxy redoes, or the client's credentials
-_DROP_REQUEST = HOP_BY_HOP | {
-    b"host",
-    b"content-length",
-    b"authorization",
-    b"api-key",
-    b"x-api-key",
-    b"accept-encoding",
-    b"expect",
-}
 _SAFE = {name.encode(): name for name in SAFE_HEADERS}
 _USAGE_ROUTES = ("/completions",)  # ends /v1/chat/completions and /v1/completions
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-#: a request body larger than this gets 413 (OpenHands' largest are a few MB)
-MAX_BODY = 256 * 1024 * 1024
-#: an agent connection idle this long (s) is closed, as servers do (aiohttp: 75 s); this
-#: frees what agents that died without closing their sockets leave behind
-IDLE_CLIENT_S = 75.0
 
 
 def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
@@ -74,6 +60,7 @@ class ProxyOptions(TypedDict, total=False):
     stop_grace: float
     only_rollout: str | None
     allowed_clients: str | None
+    limits: Limits
 
 
 class RecordingProxy:
@@ -100,6 +87,9 @@ class RecordingProxy:
     runner gives each rollout its own proxy, and a container of one rollout
     must not be able to write into another rollout's log. Other requests get
     403 and are neither forwarded nor recorded.
+
+    ``limits`` caps what clients may make the proxy hold (:class:`Limits`,
+    defaults in docs/proxy.md).
     """
 
     def __init__(
@@ -116,6 +106,7 @@ class RecordingProxy:
         stop_grace: float = 30.0,
         only_rollout: str | None = None,
         allowed_clients: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         base = upstream.rstrip("/")
         if not base.startswith(("http://", "https://")):
@@ -139,8 +130,10 @@ class RecordingProxy:
         self.host = host
         self.port = port
         self._auth = f"Bearer {upstream_api_key}".encode() if upstream_api_key else None
+        self._extra_head = b""  # header lines the proxy adds upstream, set by start()
         self._timeout = upstream_timeout
         self._max_connections = max_connections
+        self.limits = limits or Limits()
         self._stop_grace = stop_grace
         self.recorder = Recorder(self.record_dir)
         self.counts: Counter[str] = Counter()
@@ -176,9 +169,11 @@ class RecordingProxy:
             limit=self._max_connections, tls=self._tls,
         )  # fmt: skip
         self._drained = asyncio.Event()
+        auth = b"Authorization: " + self._auth + b"\r\n" if self._auth else b""
+        self._extra_head = auth + self._pool.proxy_auth
         try:
             self._server = await loop.create_server(
-                lambda: ClientConnection(self, MAX_BODY), self.host, self.port, backlog=1024
+                lambda: ClientConnection(self, self.limits), self.host, self.port, backlog=1024
             )
         except OSError as exc:
             raise ContagentError(
@@ -187,7 +182,7 @@ class RecordingProxy:
         sockets = self._server.sockets
         if sockets:
             self.port = sockets[0].getsockname()[1]
-        self._sweeper = loop.call_later(IDLE_CLIENT_S / 2, self._sweep_idle)
+        self._sweeper = loop.call_later(self.limits.idle_timeout / 2, self._sweep_idle)
         log.info(
             "recording proxy on %s -> %s, records in %s", self.url, self.upstream, self.record_dir
         )
@@ -219,21 +214,28 @@ class RecordingProxy:
 
     # -- the hot path: called by the client connections --------------------------------
 
-    def track(self, conn: ClientConnection, open_: bool) -> None:
-        if open_:
-            self._conns.add(conn)
-        else:
+    def track(self, conn: ClientConnection, open_: bool) -> bool:
+        if not open_:
             self._conns.discard(conn)
+        elif len(self._conns) >= self.limits.max_clients:
+            return False
+        else:
+            self._conns.add(conn)
+        return True
 
     def _sweep_idle(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
+        idle = self.limits.idle_timeout
         for conn in list(self._conns):
-            if conn.idle_for(now) >= IDLE_CLIENT_S:
+            if conn.idle_for(now) >= idle:
                 conn.close_if_idle()
-        self._sweeper = loop.call_later(IDLE_CLIENT_S / 2, self._sweep_idle)
+        self._sweeper = loop.call_later(idle / 2, self._sweep_idle)
 
-    def _over(self, ex: Exchange) -> None:
+    def cancel_waiting(self, ex: Exchange) -> None:
+        self.pool.cancel(ex)
+
+    def over(self, ex: Exchange) -> None:
         """``ex`` needs nothing more from upstream (it may still be writing to its client)."""
         self._inflight.discard(ex)
         if self.stopping and not self._inflight and self._drained is not None:
@@ -269,6 +271,7 @@ class RecordingProxy:
         body = req.body
         received = time.time()
         path = raw.decode("latin-1")
+        recorded_path = redact_query(path)  # credentials in the query go upstream, not to disk
         parsed: Any = None
         body_text = None
         if body:
@@ -291,28 +294,11 @@ class RecordingProxy:
                 changes.append("stream_options.include_usage")
 
         pool = self.pool
-        hop: frozenset[bytes] = frozenset()
-        safe: dict[str, str] = {}
-        head = [b"%s %s%s HTTP/1.1\r\nHost: %s\r\n" % (
-            req.method.encode(), pool.base_path, raw, pool.host_header)]  # fmt: skip
-        for name, value in req.headers:
-            low = name.lower()
-            if low in _SAFE:
-                key, text = _SAFE[low], value.decode("latin-1")
-                safe[key] = f"{safe[key]}, {text}" if key in safe else text
-            elif low == b"connection":
-                hop = hop | {t.strip().lower() for t in value.split(b",")}
-            if low not in _DROP_REQUEST:
-                head.append(name + b": " + value + b"\r\n")
-        if hop:
-            head = [h for h in head if h.split(b":", 1)[0].lower() not in hop]
-        head.append(b"Accept-Encoding: identity\r\n")
-        if self._auth:
-            head.append(b"Authorization: " + self._auth + b"\r\n")
-        if forward_body or req.method in _BODY_METHODS:
-            head.append(b"Content-Length: %d\r\n" % len(forward_body))
-        head.append(b"\r\n")
-        head.append(forward_body)
+        head, safe = upstream_request_head(
+            req.method, pool.target_prefix + pool.base_path + raw, pool.host_header,
+            req.headers, _SAFE, self._extra_head,
+            len(forward_body) if forward_body or req.method in _BODY_METHODS else None,
+        )  # fmt: skip
 
         recorder = self.recorder
         index = -1
@@ -322,7 +308,7 @@ class RecordingProxy:
                 rollout_id,
                 request_record(
                     index=index, rollout_id=rollout_id, time=received, method=req.method,
-                    path=path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
+                    path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                     body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
                     stream=stream, upstream_changes=changes,
                 ),
@@ -338,9 +324,9 @@ class RecordingProxy:
         ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD")
         conn.responder = ex
         self._inflight.add(ex)
-        pool.send(ex, b"".join(head))
+        pool.send(ex, head + forward_body)
 
-    def _finish(self, record: dict[str, Any]) -> bool:
+    def finish(self, record: dict[str, Any]) -> bool:
         """Append an outcome record; False (and logged) when it could not be written."""
         self.counts[record["outcome"]] += 1
         try:

@@ -26,11 +26,10 @@ from urllib.parse import urlsplit
 import httptools
 
 from contagent.errors import ContagentError
+from contagent.proxy.http1 import BodyDecoder, body_decoder, tokens
+from contagent.proxy.tunnel import open_tunnel, outbound_proxy
 
 log = logging.getLogger(__name__)
-
-#: content encodings an upstream answer is decoded from, for the record and the client alike
-DECODED_ENCODINGS = (b"gzip", b"deflate")
 
 #: keep-alive connections idle (nothing read) longer than this are closed, not reused, so a
 #: request is not sent down a connection the server is closing (uvicorn: 5 s)
@@ -63,7 +62,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.got_head = False
         self.until_close = False
-        self.decoder: zlib._Decompress | None = None
+        self.decoder: BodyDecoder | None = None
+        self.interim = False  # parsing a 1xx response, which is skipped
         self.pending: list[bytes] = []
         self.paused = False
         self.last_read = 0.0
@@ -98,6 +98,7 @@ class UpstreamConnection(asyncio.Protocol):
     def resume_reading(self) -> None:
         if self.transport is not None and not self.transport.is_closing() and self.paused:
             self.paused = False
+            self.last_read = self.loop.time()  # the upstream's silence counts from here
             self.transport.resume_reading()
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -153,6 +154,7 @@ class UpstreamConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self.headers = []
         self.decoder = None
+        self.interim = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
@@ -162,18 +164,33 @@ class UpstreamConnection(asyncio.Protocol):
         if sink is None:
             return
         status = self.parser.get_status_code()
-        framed = False
-        for name, value in self.headers:
+        if status == 101:
+            self._fail("upstream switched protocols, which the proxy does not relay", False)
+            return
+        if status < 200:  # 100 Continue, 103 Early Hints: interim, the final answer follows
+            self.interim = True
+            return
+        headers = self.headers
+        framed = encoded = False
+        for name, value in headers:  # one pass: this runs for every answer
             low = name.lower()
-            if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value):
+            if low == b"transfer-encoding":
+                if tokens((value,)) != {b"chunked"}:
+                    self._fail("upstream used a transfer coding other than chunked", False)
+                    return
                 framed = True
-            elif low == b"content-encoding" and value.strip().lower() in DECODED_ENCODINGS:
-                # asked for identity; decode anyway so the record and client get plain bytes
-                self.decoder = zlib.decompressobj(wbits=47)
-        no_body = sink.head_only or status in (204, 304) or status < 200
+            elif low == b"content-length":
+                framed = True
+            elif low == b"content-encoding":
+                encoded = True
+        no_body = sink.head_only or status in (204, 304)
+        decoder = body_decoder(headers) if encoded and not no_body else None
+        if decoder:  # asked for identity; decoded anyway so record and client get plain bytes
+            self.decoder = decoder
+            headers = [(n, v) for n, v in headers if n.lower() != b"content-encoding"]
         self.until_close = not framed and not no_body
         self.got_head = True
-        sink.on_head(status, self.headers)
+        sink.on_head(status, headers)
         if no_body and self.sink is sink:
             self._finish(reuse=False)  # the parser would wait for a body that never comes
 
@@ -181,19 +198,26 @@ class UpstreamConnection(asyncio.Protocol):
         if self.sink is not None:
             if self.decoder is not None:
                 try:
-                    data = self.decoder.decompress(data)
+                    data = self.decoder.decode(data)
                 except zlib.error as exc:
                     self._fail(f"upstream stream broke: bad content encoding: {exc}", False)
                     return
             self.pending.append(data)
 
     def on_message_complete(self) -> None:
-        if self.sink is not None:
+        if self.interim:
+            self.interim = False
+        elif self.sink is not None:
             self._finish(reuse=self.parser.should_keep_alive())
 
     # -- endings ----------------------------------------------------------------------
 
     def _finish(self, reuse: bool) -> None:
+        if self.decoder is not None and self.sink is not None:
+            broken = self.decoder.finish()
+            if broken is not None:
+                self._fail(f"upstream stream broke: {broken}", False)
+                return
         self._deliver()
         sink, self.sink = self.sink, None
         if sink is None:  # the exchange dropped (aborted) this connection on the last piece
@@ -237,12 +261,14 @@ class UpstreamConnection(asyncio.Protocol):
         if self.sink is None or timeout is None:
             return
         due = self.last_read + timeout
-        if self.loop.time() >= due:
+        if self.paused:  # the client is slow, not the upstream: the silence is ours
+            due = self.loop.time() + timeout
+        elif self.loop.time() >= due:
             self._fail(
                 "upstream timed out mid-stream" if self.got_head else "upstream timed out", True
             )
-        else:
-            self.timer = self.loop.call_at(due, self._check_timeout)
+            return
+        self.timer = self.loop.call_at(due, self._check_timeout)
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext:
@@ -280,6 +306,11 @@ class UpstreamPool:
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = (host if default_port else f"{host}:{self.port}").encode("idna")
         self.base_path = parts.path.rstrip("/").encode()
+        self.via = outbound_proxy(parts.scheme, self.host)
+        plain_via = self.via is not None and not self.tls
+        #: what a request head adds for a plain outbound proxy: absolute-form targets, its auth
+        self.target_prefix = b"http://" + self.host_header if plain_via else b""
+        self.proxy_auth = self.via.auth_line if plain_via and self.via else b""
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.limit = max(1, limit)
@@ -318,12 +349,7 @@ class UpstreamPool:
     async def _connect(self, sink: UpstreamSink, data: bytes) -> None:
         try:
             try:
-                _, conn = await asyncio.wait_for(
-                    self.loop.create_connection(
-                        lambda: UpstreamConnection(self), self.host, self.port, ssl=self._ssl
-                    ),
-                    self.connect_timeout,
-                )
+                conn = await asyncio.wait_for(self._open_connection(), self.connect_timeout)
             finally:
                 self._connecting -= 1
         except TimeoutError:
@@ -339,6 +365,21 @@ class UpstreamPool:
             return
         self._open.add(conn)
         conn.send(sink, data)
+
+    async def _open_connection(self) -> UpstreamConnection:
+        via = self.via
+        if via is None or not self.tls:
+            host, port = (self.host, self.port) if via is None else (via.host, via.port)
+            _, conn = await self.loop.create_connection(
+                lambda: UpstreamConnection(self), host, port, ssl=self._ssl
+            )
+            return conn
+        assert self._ssl is not None
+        transport = await open_tunnel(via, self.host, self.port, self._ssl)
+        conn = UpstreamConnection(self)
+        transport.set_protocol(conn)
+        conn.connection_made(transport)
+        return conn
 
     def release(self, conn: UpstreamConnection) -> None:
         self._open.add(conn)

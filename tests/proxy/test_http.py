@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
+import time
 
 import openai
 import orjson
@@ -12,8 +13,9 @@ import pytest
 from aiohttp import web
 
 from contagent._loopthread import InThread
+from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import client, exchanges, http, raw_address, raw_post
+from tests.proxy.conftest import client, dechunk, exchanges, http, raw_address, raw_post
 
 MSGS = [{"role": "user", "content": "hi"}]
 BODY = orjson.dumps({"model": "m", "messages": MSGS})
@@ -58,10 +60,9 @@ def test_malformed_request_gets_400_and_nothing_is_recorded(stub_factory, proxy_
     assert not (tmp_path / "records" / "r1").exists() and stub.requests == []
 
 
-def test_body_over_the_limit_gets_413(stub_factory, proxy_factory, tmp_path, monkeypatch):
-    monkeypatch.setattr("contagent.proxy.server.MAX_BODY", 1000)
+def test_body_over_the_limit_gets_413(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply()])
-    proxy = proxy_factory(stub.url)
+    proxy = proxy_factory(stub.url, limits=Limits(max_body=1000))
     r = http("POST", proxy.rollout_base_url("r1") + "/chat/completions", content=b"x" * 5000)
     assert r.status_code == 413 and "over 1000 bytes" in r.json()["error"]["message"]
     assert stub.requests == [] and not (tmp_path / "records" / "r1").exists()
@@ -221,38 +222,64 @@ def test_head_and_get_carry_no_invented_body(odd_upstream, proxy_factory, tmp_pa
 
 
 def test_slow_client_back_pressure_then_the_connection_is_reused(
-    odd_upstream, proxy_factory, tmp_path
+    odd_upstream, proxy_factory, tmp_path, monkeypatch
 ):
-    """A client reading slowly pauses the upstream read; the pooled connection works after."""
-    big = dict(COMPLETION, choices=[dict(COMPLETION["choices"][0], message={
-        "role": "assistant", "content": "y" * (8 << 20)})])  # fmt: skip
-    payloads = [orjson.dumps(big), orjson.dumps(COMPLETION)]
+    """A client reading a stream slowly pauses the upstream read (so the upstream's TCP
+    window, not the proxy, holds the backlog); a pause longer than the upstream timeout is
+    the client's, not an upstream fault; the pooled connection works after."""
+    from contagent.proxy.upstream import UpstreamConnection
+
+    pauses: list[int] = []
+    real_pause = UpstreamConnection.pause_reading
+
+    def pause_reading(self):
+        pauses.append(1)
+        real_pause(self)
+
+    monkeypatch.setattr(UpstreamConnection, "pause_reading", pause_reading)
+    chunk = orjson.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
+        "model": "m", "choices": [{"index": 0, "delta": {"content": "y" * 4000}}]})  # fmt: skip
+    last = orjson.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
+        "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})  # fmt: skip
+    events = 2000  # ~8 MB: far more than the socket buffers on the way hold
     peers: list[int] = []
 
-    async def handler(request: web.BaseRequest) -> web.Response:
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
         await request.read()
         peers.append(request.transport.get_extra_info("peername")[1])
-        return web.Response(body=payloads[len(peers) - 1], content_type="application/json")
+        if len(peers) > 1:
+            return web.Response(body=orjson.dumps(COMPLETION), content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for _ in range(events):
+            await resp.write(b"data: " + chunk + b"\n\n")
+        await resp.write(b"data: " + last + b"\n\ndata: [DONE]\n\n")
+        return resp
 
     up = odd_upstream(handler)
-    proxy = proxy_factory(up.url)
+    proxy = proxy_factory(up.url, upstream_timeout=0.5)
     host, port, path = raw_address(proxy)
+    body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.settimeout(20)
         sock.connect((host, port))
-        sock.sendall(raw_post(path + "/chat/completions", BODY, "Connection: close\r\n"))
+        sock.sendall(raw_post(path + "/chat/completions", body, "Connection: close\r\n"))
         raw = b""
+        stalled = False
         while True:
             got = sock.recv(4096)
             if not got:
                 break
             raw += got
             if len(raw) < (1 << 20):
-                import time
-
                 time.sleep(0.002)  # slow at first, long enough for the proxy's buffer to fill
-    assert raw.endswith(payloads[0]) and len(raw) > len(payloads[0])
+            elif not stalled:
+                stalled = True
+                time.sleep(1.2)  # not reading for longer than the upstream timeout
+    payload = dechunk(raw.partition(b"\r\n\r\n")[2])
+    assert payload.count(b"data: ") == events + 2 and payload.endswith(b"data: [DONE]\n\n")
+    assert pauses, "the slow client never paused the upstream read"
     resp = client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert resp.choices[0].message.content == "zipped"
     assert len(set(peers)) == 1, "the same upstream connection served both"
@@ -299,10 +326,9 @@ def test_garbage_from_clients_never_breaks_the_proxy(stub_factory, proxy_factory
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
 
 
-def test_idle_agent_connections_are_closed(stub_factory, proxy_factory, monkeypatch):
-    monkeypatch.setattr("contagent.proxy.server.IDLE_CLIENT_S", 0.3)
+def test_idle_agent_connections_are_closed(stub_factory, proxy_factory):
     stub = stub_factory([Reply(content="one")])
-    proxy = proxy_factory(stub.url)
+    proxy = proxy_factory(stub.url, limits=Limits(idle_timeout=0.3))
     host, port, path = raw_address(proxy)
     with socket.create_connection((host, port), timeout=5) as sock:
         sock.sendall(raw_post(path + "/chat/completions", BODY))

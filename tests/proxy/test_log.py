@@ -245,6 +245,13 @@ def test_cli_signal_finishes_in_flight_then_exits(stub_factory, tmp_path, sig):
             {},
             "cannot listen",
         ),
+        (["--upstream", "http://127.0.0.1:9", "--max-clients", "0"], {}, "--max-clients must be"),
+        (["--upstream", "http://127.0.0.1:9", "--head-timeout", "-1"], {}, "--head-timeout must"),
+        (
+            ["--upstream", "http://127.0.0.1:9"],
+            {"HTTP_PROXY": "https://proxy.invalid:3128"},
+            "only http:// outbound proxies are supported",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, args, env, message):

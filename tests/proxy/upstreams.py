@@ -1,0 +1,134 @@
+"""Real upstream servers for end-to-end tests of what the scripted LLM does not do: a raw
+TCP server that answers with given bytes (interim answers, odd framing, broken codings),
+and uvicorn serving an ASGI app."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from contagent._loopthread import InThread
+
+
+class RawUpstream:
+    """Reads one HTTP/1.1 request per connection (head, then a Content-Length body) and
+    answers with ``reply(request_bytes)``, then closes."""
+
+    def __init__(self, reply: bytes | Callable[[bytes], bytes]) -> None:
+        self.reply = reply
+        self.requests: list[bytes] = []
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            request = head + (await reader.readexactly(length) if length else b"")
+            self.requests.append(request)
+            writer.write(self.reply(request) if callable(self.reply) else self.reply)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+class Uvicorn:
+    """uvicorn serving ``app`` on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def start(self) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=0, lifespan="off", log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.task = asyncio.get_running_loop().create_task(self.server.serve())
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await self.task
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def serve(service: Any, started: list[InThread[Any]]) -> Any:
+    served = InThread(service, "test-upstream")
+    started.append(served)
+    return served.service
+
+
+class ForwardProxy:
+    """A minimal outbound HTTP proxy: ``CONNECT`` tunnels and absolute-form requests, each
+    connection piped to the target its first request names. Keeps those first heads."""
+
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from urllib.parse import urlsplit
+
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            self.heads.append(head)
+            method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
+            if method == b"CONNECT":
+                host, _, port = target.decode().rpartition(":")
+                up_reader, up_writer = await asyncio.open_connection(host, int(port))
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                url = urlsplit(target.decode())
+                assert url.hostname is not None and url.port is not None
+                up_reader, up_writer = await asyncio.open_connection(url.hostname, url.port)
+                up_writer.write(head)  # absolute-form is valid for origin servers too
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            writer.close()
+            return
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except ConnectionError:
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
