@@ -290,9 +290,7 @@ GENERATION_ROUTES = ("/chat/completions", "/responses")
 
 def is_chat_route(path: Any) -> bool:
     """Rule 8: the route decides whether an exchange is a generation, not the body's shape."""
-    return isinstance(path, str) and path.partition("?")[0].rstrip("/").endswith(
-        GENERATION_ROUTES
-    )
+    return isinstance(path, str) and path.partition("?")[0].rstrip("/").endswith(GENERATION_ROUTES)
 
 
 def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:
