@@ -96,7 +96,7 @@ def main() -> int:
     parser.add_argument("--image", default="contagent-runner:latest")
     args = parser.parse_args()
 
-    stub = start_stub_in_thread(play)
+    stub = start_stub_in_thread(play, models=["bench"])
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="contagent-bench-") as tmp:
