@@ -85,6 +85,10 @@ def answer(status: int, body: bytes = b"{}") -> Handler:
     return handler
 
 
+def no_wait(seconds: float) -> None:
+    raise AssertionError("waited on an answer that waiting will not change")
+
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -115,7 +119,9 @@ def test_an_upstream_with_a_path_prefix_is_checked_under_it(serve: Callable[...,
 def test_model_not_listed_names_what_is_served(serve: Callable[..., _Server]) -> None:
     server = serve(listing("qwen3-8b", "qwen3-8b-lora"))
     with pytest.raises(PreflightError) as err:
-        wait_until_ready(LlmServer(server.url, "qwen3", None, None), 600, lambda m: None)
+        wait_until_ready(
+            LlmServer(server.url, "qwen3", None, None), 600, lambda m: None, sleep=no_wait
+        )
     assert err.value.exit_code == EXIT_UNUSABLE
     assert str(err.value) == (
         f"LLM server: GET {server.url}/v1/models: model 'qwen3' (--served-model-name) is not "
@@ -145,7 +151,7 @@ def test_answers_that_waiting_will_not_change_stop_at_once(
 ) -> None:
     server = serve(handler)
     with pytest.raises(PreflightError) as err:
-        wait_until_ready(LlmServer(server.url, "m", key, None), 600, lambda m: None)
+        wait_until_ready(LlmServer(server.url, "m", key, None), 600, lambda m: None, sleep=no_wait)
     assert expected in str(err.value)
     assert err.value.exit_code == EXIT_UNUSABLE and len(server.seen) == 1
 
@@ -176,7 +182,7 @@ def test_tls_is_verified_with_the_given_ca(serve: Callable[..., _Server], tmp_pa
     assert LlmServer(server.url, "m", "k", ca_file).probe().ready
 
     with pytest.raises(PreflightError) as err:  # the system store does not know that CA
-        wait_until_ready(LlmServer(server.url, "m", "k", None), 600, lambda m: None)
+        wait_until_ready(LlmServer(server.url, "m", "k", None), 600, lambda m: None, sleep=no_wait)
     assert err.value.exit_code == EXIT_UNUSABLE
     assert f"LLM server: GET {server.url}/v1/models: TLS error: certificate verify failed" in str(
         err.value
