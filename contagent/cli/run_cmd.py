@@ -35,13 +35,14 @@ class _Progress:
         self.t0 = time.monotonic()
 
     def on_event(self, event: Any) -> None:
+        # printed outside the lock: printing refreshes the live display, which takes it
         if event.kind in ("ready", "paused", "stopped"):
             style = {"ready": "green", "paused": "yellow", "stopped": "red"}[event.kind]
             console.print(f"[{style}]{event.kind}:[/]", Text(event.message), soft_wrap=True)
+        elif event.kind == "waiting" and not self.status:  # once; the live line shows the rest
+            console.print(Text(event.message), soft_wrap=True)
         with self.lock:
             if event.kind == "waiting":
-                if not self.status:  # once per wait; the live line shows the rest
-                    console.print(Text(event.message), soft_wrap=True)
                 self.status = event.message
             elif event.kind in ("ready", "stopped"):
                 self.status = ""

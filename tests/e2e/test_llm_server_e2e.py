@@ -137,6 +137,50 @@ def test_server_never_started_fails_in_one_line_and_creates_nothing(
     assert not RunPaths(tmp_path / "logs").rollout("exp_001").root.exists()
 
 
+def test_waiting_on_a_terminal_shows_the_live_status_line_and_ends(
+    tmp_path: Path, run_id: str, owner: str
+) -> None:
+    """With a terminal, the status line is part of the live display (which printing refreshes)."""
+    import pty
+    import re
+
+    master, slave = pty.openpty()
+    args = run_args(f"http://127.0.0.1:{free_port()}/v1", tmp_path / "logs", run_id,
+                    "--experiment", "exp_001", "--wait-for-llm", "4")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "contagent", "run", *args], cwd=REPO,
+                            stdin=slave, stdout=slave, stderr=slave,
+                            env={**os.environ, "CONTAGENT_OWNER": owner, "COLUMNS": "200"})  # fmt: skip
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the terminal's other side is closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(timeout=10)
+        os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    assert code == 1, text
+    assert "rollouts 0/1 done" in text  # the live display ran
+    assert "(2 s of --wait-for-llm 4 s)" in text  # and showed the wait as it went
+    assert "contagent: error: LLM server not ready within --wait-for-llm 4 s" in " ".join(
+        text.split()
+    )
+
+
 def test_wrong_served_model_name_lists_the_served_names(
     tmp_path: Path, run_id: str, owner: str, docker_client: Any, stub_factory: StubFactory
 ) -> None:
