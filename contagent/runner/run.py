@@ -197,8 +197,7 @@ def run_experiments(
     queue = list(todo)
     try:
         while queue or pending:
-            if guard.paused and queue:
-                _hold_back(guard, wait_for_server, ctx, queue, summary, emit)
+            _hold_back(guard, wait_for_server, ctx, queue, summary, emit)
             while queue and len(pending) < config.jobs and not ctx.cancel.is_set():
                 pending.add(pool.submit(one, queue.pop(0)))
             if not pending:
@@ -234,7 +233,11 @@ def _hold_back(
     summary: RunSummary,
     emit: Callable[[RunEvent], None],
 ) -> None:
-    """No new rollout until the LLM server is back; stop the run when it is not in time."""
+    """While rollouts keep ending on the LLM server, start none until it is back; stop the
+    run when it is not back in time (also with nothing queued: running rollouts cannot
+    finish without it)."""
+    if not guard.paused or ctx.cancel.is_set():
+        return
     emit(RunEvent("paused", message=f"{guard.streak} rollouts in a row ended on the LLM server"))
     reason = guard.recheck(wait_for_server)
     if reason is None:

@@ -202,8 +202,8 @@ def test_server_killed_mid_run_stops_the_run_and_resume_completes_it(
     tmp_path: Path, run_id: str, owner: str, docker_client: Any
 ) -> None:
     exps = tmp_path / "exps"
-    # a_slow is busy in setup.sh while the server dies; b and c run into the dead server;
-    # d is still queued when the run stops.
+    # a_slow is busy in setup.sh while the server dies; b and then c run into it; d is
+    # still queued when the run stops.
     for name in ("a_slow", "b", "c", "d"):
         copy_experiment("exp_001", exps).rename(exps / name)
     slow_setup = exps / "a_slow" / "setup.sh"

@@ -174,3 +174,63 @@ def test_wait_zero_stops_at_the_first_pause_even_when_the_check_passes() -> None
     guard.observe(DOWN)
     guard.observe(DOWN)
     assert guard.recheck(lambda s: 0.0) is not None
+
+
+# -- the scheduling loop's use of the rule (run._hold_back) -------------------------------
+
+
+def hold_back_setup(tmp_path: Path, queued: int) -> tuple[FailFast, Any, list[Any], Any, list[Any]]:
+    import threading
+
+    from contagent.layout import RunPaths
+    from contagent.runner.config import LlmOptions, RunConfig
+    from contagent.runner.experiment import load_experiment
+    from contagent.runner.rollout import RolloutPlan, RunContext
+    from contagent.runner.run import RunSummary
+    from tests.runner.conftest import write_experiment
+
+    exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
+    config = RunConfig(tmp_path / "exps", tmp_path / "logs", "http://h", LlmOptions("m"))
+    ctx = RunContext(config, RunPaths(tmp_path / "logs"), None, threading.Event())  # type: ignore[arg-type]
+    guard = FailFast(wait_s=60, clock=Clock())
+    guard.observe(DOWN)
+    guard.observe(DOWN)
+    return guard, ctx, [RolloutPlan(exp, k) for k in range(queued)], RunSummary("r", tmp_path), []
+
+
+@pytest.mark.parametrize("queued", [2, 0])
+def test_the_loop_stops_the_run_when_the_server_is_not_back(tmp_path: Path, queued: int) -> None:
+    from contagent.runner.run import _hold_back
+
+    guard, ctx, queue, summary, events = hold_back_setup(tmp_path, queued)
+    calls: list[float] = []
+    wait = refusing(Clock())
+    _hold_back(guard, lambda s: (calls.append(s), wait(s)), ctx, queue, summary, events.append)
+    assert len(calls) == 1
+    assert summary.stopped and summary.stopped.startswith(
+        "2 rollouts in a row ended on the LLM server"
+    )
+    assert summary.not_started == ["e", "e_r1"][:queued] and queue == []
+    # running rollouts are stopped too (with nothing queued they would wait on a dead server)
+    assert ctx.cancel.is_set() and ctx.cancel_reason == f"run stopped: {summary.stopped}"
+    assert [e.kind for e in events] == ["paused", "stopped"]
+    assert summary.exit_code == 1
+    _hold_back(guard, lambda s: calls.append(s), ctx, queue, summary, events.append)
+    assert len(calls) == 1  # stopped once; not checked again while the rest winds down
+
+
+def test_the_loop_goes_on_when_the_server_is_back_and_does_not_check_while_not_paused(
+    tmp_path: Path,
+) -> None:
+    from contagent.runner.run import _hold_back
+
+    guard, ctx, queue, summary, events = hold_back_setup(tmp_path, 1)
+    _hold_back(guard, lambda s: 0.0, ctx, queue, summary, events.append)
+    assert summary.stopped is None and not ctx.cancel.is_set() and len(queue) == 1
+    assert [e.kind for e in events] == ["paused", "ready"] and not guard.paused
+
+    def must_not_wait(seconds: float) -> object:
+        raise AssertionError("checked the server while rollouts were fine")
+
+    _hold_back(guard, must_not_wait, ctx, queue, summary, events.append)
+    assert summary.exit_code == 0
