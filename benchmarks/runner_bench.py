@@ -128,7 +128,7 @@ def main() -> int:
     args = parser.parse_args()
     settings = [int(j) for j in args.jobs.split(",")]
 
-    stub = start_stub_in_thread(any_agent())
+    stub = start_stub_in_thread(any_agent(), models=["bench"])
     cluster = None if args.no_ray else _ray_cluster(2, max(settings))
     rows = []
     try:

@@ -33,11 +33,22 @@ class _Progress:
         self.tokens = 0
         self.nodes: dict[str, int] = {}  # rollouts finished on each node
         self.problems: list[str] = []
+        self.status = ""  # the LLM server's, while the run waits for it
         self.t0 = time.monotonic()
 
     def on_event(self, event: Any) -> None:
+        # printed outside the lock: printing refreshes the live display, which takes it
+        if event.kind in ("ready", "paused", "stopped"):
+            style = {"ready": "green", "paused": "yellow", "stopped": "red"}[event.kind]
+            console.print(f"[{style}]{event.kind}:[/]", Text(event.message), soft_wrap=True)
+        elif event.kind == "waiting" and not self.status:  # once; the live line shows the rest
+            console.print(Text(event.message), soft_wrap=True)
         with self.lock:
-            if event.kind == "planned":
+            if event.kind == "waiting":
+                self.status = event.message
+            elif event.kind in ("ready", "stopped"):
+                self.status = ""
+            elif event.kind == "planned":
                 self.total = event.total
             elif event.kind == "problem":
                 self.problems.append(event.message)
@@ -79,11 +90,16 @@ class _Progress:
             if self.nodes:
                 per_node = "  ".join(f"{n} {k}" for n, k in sorted(self.nodes.items()))
                 lines.insert(0, Text(f"  done per node: {per_node}", style="dim"))
+            if self.status:
+                lines.insert(0, Text(self.status, style="yellow"))
             return Group(head, *lines)
 
 
 def _summary_table(summary: Any) -> Table:
-    table = Table(title=f"run {summary.run_id}  ({summary.wall_s:.1f}s)")
+    table = Table(
+        title=f"run {summary.run_id}  ({summary.wall_s:.1f}s)",
+        caption=summary.exit_reason(),
+    )
     for col in ("rollout", "status", "stop", "iter", "tokens", "wall s", "node", "note"):
         table.add_column(
             col,
@@ -103,6 +119,8 @@ def _summary_table(summary: Any) -> Table:
             r.node or "",
             note[:80],
         )
+    for name in summary.not_started:
+        table.add_row(name, Text("not started", style="yellow"), "", "", "", "", "", "run stopped")
     for p in summary.problems:
         table.add_row(p.name, Text("skipped", style="yellow"), "", "", "", "", "", p.message[:120])
     return table
@@ -224,6 +242,14 @@ def register(app: typer.Typer) -> None:
                 help="Times the agent re-sends a failed LLM request (each is a duplicate in the log)."
             ),
         ] = 0,
+        wait_for_llm: Annotated[
+            float,
+            typer.Option(
+                help="Seconds to wait for the LLM server to answer GET /v1/models listing "
+                "--served-model-name, before the run and when rollouts fail on it mid-run "
+                "(0: do not wait)."
+            ),
+        ] = 600.0,
         resume: Annotated[
             bool,
             typer.Option(
@@ -237,7 +263,14 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        """Run experiments in Docker with a headless agent, recording every LLM exchange."""
+        """Run experiments in Docker with a headless agent, recording every LLM exchange.
+
+        Exit 0 when every rollout reached a verdict (passed, failed, timeout, agent_error);
+        1 when an experiment was skipped as invalid, a rollout is infra_error, the run
+        stopped because the LLM server stayed down, or it never answered; 2 for unusable
+        input (options, image, an LLM server that refuses the key, the CA or the model
+        name); 130 on Ctrl-C.
+        """
         from contagent.runner.config import LlmOptions, RunConfig, new_run_id, upstream_base
         from contagent.runner.run import run_experiments
 
@@ -275,6 +308,7 @@ def register(app: typer.Typer) -> None:
                 timeout_s=timeout,
                 max_iterations=max_iterations,
                 resume=resume,
+                wait_for_llm_s=wait_for_llm,
                 run_id=run_id or new_run_id(),
             )
 
@@ -298,8 +332,10 @@ def register(app: typer.Typer) -> None:
         )
         if summary.interrupted:
             fail("interrupted; the run's containers and networks were removed", 130)
-        if not summary.ok:
-            raise typer.Exit(1)
+        if summary.stopped is not None:
+            fail(f"run stopped: {summary.stopped}", summary.exit_code)
+        if summary.exit_code:
+            raise typer.Exit(summary.exit_code)
 
     @app.command("gc")
     def gc_command(

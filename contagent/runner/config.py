@@ -78,6 +78,8 @@ class RunConfig:
     timeout_s: float = 3600.0
     max_iterations: int = 50
     resume: bool = False
+    #: seconds to wait for the LLM server to answer, before the run and when it fails mid-run
+    wait_for_llm_s: float = 600.0
     run_id: str = field(default_factory=new_run_id)
     owner: str = ""
     ray_address: str | None = None  # None: the local runner; else rollouts are Ray tasks
@@ -113,6 +115,8 @@ class RunConfig:
             raise ContagentError("--agent: each agent may be given once")
         for agent in self.agents:
             get_agent(agent)
+        if not self.wait_for_llm_s >= 0:  # also NaN
+            raise ContagentError("--wait-for-llm must be 0 or more seconds")
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", self.run_id):
             raise ContagentError(f"run id {self.run_id!r} is not a safe name")
         if self.upstream_ca is not None:

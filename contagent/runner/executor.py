@@ -35,8 +35,9 @@ class RolloutExecutor(Protocol):
         """Start one rollout; the future's result is written to ``--log-dir`` when it completes."""
         ...
 
-    def cancel(self) -> None:
-        """Stop every running rollout (each cleans up and still completes its future)."""
+    def cancel(self, reason: str = "interrupted") -> None:
+        """Stop every running rollout (each cleans up and still completes its future, as
+        ``infra_error`` with ``reason``)."""
         ...
 
     def close(self) -> None:
@@ -72,8 +73,9 @@ class LocalExecutor:
     def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
         return self._pool.submit(self._one, plan)
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "interrupted") -> None:
         # Running rollouts see the flag, kill their containers and clean up themselves.
+        self._ctx.cancel_reason = reason
         self._ctx.cancel.set()
 
     def close(self) -> None:

@@ -221,6 +221,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._inflight: dict[str, Any] = {}
         self._cancelled = threading.Event()
+        self._cancel_reason = "interrupted"
         self._pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="ray-rollout")
 
     def _on_each_node(self, fn: Any, nodes: list[dict[str, Any]], *args: Any) -> list[Any]:
@@ -262,7 +263,7 @@ class RayExecutor:
     def _one(self, plan: RolloutPlan) -> RolloutResult:
         started = time.time()
         if self._cancelled.is_set():
-            return record_failure(self._paths, self._config, plan, "interrupted", started)
+            return record_failure(self._paths, self._config, plan, self._cancel_reason, started)
         try:
             inputs = _inputs(self._config, plan)
         except OSError as exc:  # the experiment folder changed under the run
@@ -278,7 +279,7 @@ class RayExecutor:
         except self._ray.exceptions.RayError as exc:  # Ray already retried a lost node's task
             reason = _task_failure(exc)
             if self._cancelled.is_set():
-                reason = f"interrupted ({reason})"
+                reason = f"{self._cancel_reason} ({reason})"
             return record_failure(self._paths, self._config, plan, reason, started)
         finally:
             with self._lock:
@@ -291,7 +292,8 @@ class RayExecutor:
     def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
         return self._pool.submit(self._one, plan)
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "interrupted") -> None:
+        self._cancel_reason = reason
         self._cancelled.set()
         with self._lock:
             refs = list(self._inflight.values())

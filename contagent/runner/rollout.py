@@ -39,6 +39,7 @@ from contagent.records import (
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig, rollout_name
 from contagent.runner.experiment import Experiment
+from contagent.runner.failfast import LLM_SERVER_STOP, server_failure
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class RunContext:
     client: docker.DockerClient
     cancel: threading.Event
     node: str | None = None  # recorded in result.json as where the rollout ran
+    #: why ``cancel`` was set: the error of the rollouts it stops
+    cancel_reason: str = "interrupted"
 
     def labels(self, rollout: str, role: str) -> dict[str, str]:
         return {
@@ -168,11 +171,11 @@ def _write_json_atomic(path: Path, text: str) -> None:
 
 
 def _verdict(
-    outcome: dict[str, Any], timed_out: bool, cancelled: bool, container_code: int | None
+    outcome: dict[str, Any], timed_out: bool, cancelled: str | None, container_code: int | None
 ) -> tuple[RolloutStatus, str | None]:
     codes = outcome.get("exit_codes") or {}
-    if cancelled:
-        return "infra_error", "interrupted"
+    if cancelled is not None:
+        return "infra_error", cancelled
     if timed_out:
         return "timeout", "the rollout ran past --timeout and was stopped"
     if codes.get("setup") is None:
@@ -295,7 +298,14 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     if error is not None:
         status: RolloutStatus = "infra_error"
     else:
-        status, error = _verdict(outcome, timed_out, ctx.cancel.is_set(), container_code)
+        cancelled = ctx.cancel_reason if ctx.cancel.is_set() else None
+        status, error = _verdict(outcome, timed_out, cancelled, container_code)
+    stop_condition = "timeout" if status == "timeout" else report.stop_condition
+    if status == "agent_error":
+        # the agent raised because the LLM server failed it: not the model's doing
+        failure = server_failure(rpaths.exchanges)
+        if failure is not None:
+            status, error, stop_condition = "infra_error", failure, LLM_SERVER_STOP
     ctx.paths.result_text(name).write_text(_result_text(out_dir, outcome, status, error))
     shutil.rmtree(collected, ignore_errors=True)
 
@@ -312,7 +322,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         status=status,
         passed=status == "passed",
         reward=(1.0 if status == "passed" else 0.0) if evaluated else None,
-        stop_condition="timeout" if status == "timeout" else report.stop_condition,
+        stop_condition=stop_condition,
         started=started,
         ended=time.time(),
         duration_s=wall,

@@ -18,8 +18,10 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
-from contagent.runner.executor import open_executor
+from contagent.runner.executor import RolloutExecutor, open_executor
 from contagent.runner.experiment import Experiment, ExperimentProblem, discover_experiments
+from contagent.runner.failfast import FailFast
+from contagent.runner.preflight import LlmServer, wait_until_ready
 from contagent.runner.rollout import RolloutPlan
 
 log = logging.getLogger(__name__)
@@ -27,7 +29,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunEvent:
-    """A progress notification: ``kind`` is planned, problem, skipped, started or finished."""
+    """A progress notification: ``kind`` is planned, problem, skipped, started, finished,
+    or about the LLM server: waiting (a status line), ready, paused, stopped."""
 
     kind: str
     name: str = ""
@@ -45,15 +48,42 @@ class RunSummary:
     problems: list[ExperimentProblem] = field(default_factory=list)
     wall_s: float = 0.0
     interrupted: bool = False
+    #: why the run stopped early (the LLM server stayed unusable), and what it did not start
+    stopped: str | None = None
+    not_started: list[str] = field(default_factory=list)
+
+    @property
+    def infra_errors(self) -> list[RolloutResult]:
+        return [r for r in self.results if r.status == "infra_error"]
 
     @property
     def ok(self) -> bool:
-        """No bad experiment, no infrastructure error, not interrupted (failed verdicts are data)."""
+        """Every rollout reached a verdict (failed verdicts are data) and no experiment was bad."""
         return (
             not self.problems
             and not self.interrupted
-            and all(r.status != "infra_error" for r in self.results)
+            and self.stopped is None
+            and not self.infra_errors
         )
+
+    @property
+    def exit_code(self) -> int:
+        """0: every rollout reached a verdict; 1: a bad experiment, an infra_error, a stop."""
+        return 0 if self.ok else 1
+
+    def exit_reason(self) -> str:
+        if self.ok:
+            return "exit 0: every rollout reached a verdict"
+        parts = []
+        if self.problems:
+            parts.append(f"{len(self.problems)} experiment(s) skipped as invalid")
+        if self.infra_errors:
+            parts.append(f"{len(self.infra_errors)} rollout(s) infra_error")
+        if self.not_started:
+            parts.append(f"{len(self.not_started)} rollout(s) not started")
+        if self.interrupted:
+            parts.append("interrupted")
+        return "exit 1: " + ", ".join(parts) + " (--resume runs what is left)"
 
 
 def _read_result(path: Path) -> RolloutResult | None:
@@ -151,6 +181,20 @@ def run_experiments(
         return summary
 
     executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
+    server = LlmServer(
+        config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
+    )
+
+    def wait_for_server(seconds: float) -> float:
+        return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
+
+    try:  # before any container or network exists
+        waited = wait_for_server(config.wait_for_llm_s)
+    except BaseException:
+        executor.close()
+        raise
+    emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
+    guard = FailFast(config.wait_for_llm_s)
 
     def collect(fut: Future[RolloutResult]) -> None:
         result = fut.result()
@@ -161,6 +205,7 @@ def run_experiments(
     queue = list(todo)
     try:
         while queue or pending:
+            _hold_back(guard, wait_for_server, executor, queue, summary, emit)
             while queue and len(pending) < config.jobs and not summary.interrupted:
                 pending.add(executor.submit(queue.pop(0)))
             if not pending:
@@ -168,6 +213,7 @@ def run_experiments(
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
                 collect(fut)
+                guard.observe(summary.results[-1])
     except KeyboardInterrupt:
         executor.cancel()
         summary.interrupted = True
@@ -180,3 +226,28 @@ def run_experiments(
         executor.close()
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+def _hold_back(
+    guard: FailFast,
+    wait_for_server: Callable[[float], object],
+    executor: RolloutExecutor,
+    queue: list[RolloutPlan],
+    summary: RunSummary,
+    emit: Callable[[RunEvent], None],
+) -> None:
+    """While rollouts keep ending on the LLM server, start none until it is back; stop the
+    run when it is not back in time (also with nothing queued: running rollouts cannot
+    finish without it)."""
+    if not guard.paused or summary.interrupted or summary.stopped:
+        return
+    emit(RunEvent("paused", message=f"{guard.streak} rollouts in a row ended on the LLM server"))
+    reason = guard.recheck(wait_for_server)
+    if reason is None:
+        emit(RunEvent("ready", message="LLM server back; rollouts go on"))
+        return
+    summary.stopped = reason
+    summary.not_started = [plan.name for plan in queue]
+    queue.clear()
+    executor.cancel(f"run stopped: {reason}")  # running rollouts end as infra_error with it
+    emit(RunEvent("stopped", message=reason))

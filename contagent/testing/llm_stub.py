@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible server: the one stand-in the tests use, for the LLM itself.
 
 A script is a sequence of *moves*, one consumed per request in arrival order
-(``GET .../models`` is answered without consuming one), or a callable that
+(``GET .../models`` lists ``models`` without consuming one), or a callable that
 picks the move from the :class:`StubRequest`::
 
     stub = start_stub_in_thread([
@@ -73,9 +73,16 @@ __all__ = [
 class LLMStub:
     """The stub server (async). Most callers want :func:`start_stub_in_thread`."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Script,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        models: Sequence[str] = ("stub",),
+    ) -> None:
         self.host = host
         self.port = port
+        self.models = tuple(models)
         self.requests: list[StubRequest] = []
         self.cancelled: list[int] = []
         self._script = script
@@ -124,7 +131,10 @@ class LLMStub:
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
             data = {
                 "object": "list",
-                "data": [{"id": "stub", "object": "model", "created": 0, "owned_by": "contagent"}],
+                "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "contagent"}
+                    for m in self.models
+                ],
             }
             return web.json_response(data, dumps=lambda o: orjson.dumps(o).decode())
         move = self._next_move(req)
@@ -248,9 +258,11 @@ class RunningStub(InThread[LLMStub]):
         return self.service.cancelled
 
 
-def start_stub_in_thread(script: Script, host: str = "127.0.0.1", port: int = 0) -> RunningStub:
+def start_stub_in_thread(
+    script: Script, host: str = "127.0.0.1", port: int = 0, models: Sequence[str] = ("stub",)
+) -> RunningStub:
     """Start the stub on its own event loop thread; returns once it listens."""
-    return RunningStub(LLMStub(script, host, port), "contagent-llm-stub")
+    return RunningStub(LLMStub(script, host, port, models), "contagent-llm-stub")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

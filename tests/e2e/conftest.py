@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 RUNNER_IMAGE = os.environ.get("CONTAGENT_RUNNER_IMAGE", "contagent-runner:latest")
 BASE_IMAGE = os.environ.get("CONTAGENT_BASE_IMAGE", "contagent-base:trixie")
 SECRET = re.compile(r"s-[0-9a-f]{24}")
+#: the model name the stubs list on GET /v1/models, and the runs ask for
+MODEL = "stub-model"
 
 
 @pytest.fixture(scope="session")
@@ -68,13 +70,18 @@ def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
     started: list[RunningStub] = []
 
     def make(script: Script) -> RunningStub:
-        stub = start_stub_in_thread(script, host="127.0.0.1")
+        stub = start_stub_in_thread(script, host="127.0.0.1", models=[MODEL])
         started.append(stub)
         return stub
 
     yield make
     for stub in started:
         stub.stop()
+
+
+def chat_requests(stub: RunningStub) -> list[StubRequest]:
+    """What the agent asked the model (without the runner's GET /v1/models checks)."""
+    return [r for r in stub.requests if r.method == "POST"]
 
 
 def tool_outputs(req: StubRequest) -> list[str]:
@@ -118,7 +125,7 @@ def run(tmp_path: Path, run_id: str, owner: str) -> Callable[..., RunSummary]:
     """Run experiments through the library with test defaults; keyword arguments override RunConfig."""
 
     def go(stub: RunningStub, experiments_dir: Path | None = None, **overrides: Any) -> RunSummary:
-        llm = overrides.pop("llm", LlmOptions(served_model_name="stub-model", temperature=0.3))
+        llm = overrides.pop("llm", LlmOptions(served_model_name=MODEL, temperature=0.3))
         config = RunConfig(
             experiments_dir=experiments_dir or REPO / "experiments",
             log_dir=tmp_path / "logs",

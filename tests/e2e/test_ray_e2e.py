@@ -163,7 +163,7 @@ def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
     docker_client: Any, scratch_cleanup: None,
 ) -> None:  # fmt: skip
     stub = stub_factory(lambda req: Reply(content="thinking", delay=120))
-    args = [sys.executable, "-m", "contagent", "run", "--served-model-name", "m",
+    args = [sys.executable, "-m", "contagent", "run", "--served-model-name", "stub-model",
             "--vllm-url", stub.url, "--ray-address", cluster.address, "--experiment", "exp_001",
             "--repeat", "3", "--jobs", "2", "--log-dir", str(tmp_path / "logs"),
             "--openhands-image", RUNNER_IMAGE, "--run-id", run_id]  # fmt: skip

@@ -18,7 +18,13 @@ from contagent.records import RolloutResult
 from contagent.schema_gen import SCHEMA_DIR
 from contagent.testing.llm_stub import Reply, RunningStub, Script
 from tests.conftest import cli
-from tests.e2e.conftest import SECRET, copy_experiment, secret_player, tool_outputs
+from tests.e2e.conftest import (
+    SECRET,
+    chat_requests,
+    copy_experiment,
+    secret_player,
+    tool_outputs,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -50,7 +56,10 @@ def test_exp_001_passes_records_exports_and_validates(
 
     # The agent saw the secret that setup.sh wrote, through the real terminal tool.
     secrets = {
-        m.group(0) for r in stub.requests for out in tool_outputs(r) if (m := SECRET.search(out))
+        m.group(0)
+        for r in chat_requests(stub)
+        for out in tool_outputs(r)
+        if (m := SECRET.search(out))
     }
     assert len(secrets) == 1
 
@@ -61,7 +70,7 @@ def test_exp_001_passes_records_exports_and_validates(
     outcomes = [r for r in records if r["type"] == "outcome"]
     assert [r["index"] for r in requests] == [0, 1, 2] == [o["index"] for o in outcomes]
     assert all(o["outcome"] == "completed" for o in outcomes)
-    assert len(stub.requests) == 3  # every request the model saw went through the proxy
+    assert len(chat_requests(stub)) == 3  # every request the model saw went through the proxy
 
     # result.json: valid against its schema, tokens from the raw log, settings deliberate.
     on_disk = json.loads(rollout.result.read_text())
@@ -106,7 +115,7 @@ def test_exp_001_passes_records_exports_and_validates(
 
     with pytest.raises(ContagentError, match="pass --resume"):
         run(stub)
-    assert len(stub.requests) == 3
+    assert len(chat_requests(stub)) == 3
 
 
 def test_wrong_answer_fails(
@@ -224,7 +233,7 @@ def test_service_reachable_by_name_and_llm_only_through_proxy(
         result.error,
         RunPaths(tmp_path / "logs").result_text("svc").read_text(),
     )
-    outputs = tool_outputs(stub.requests[-1])
+    outputs = tool_outputs(chat_requests(stub)[-1])
     assert "tok-42" in outputs[0]
     # The LLM server listens on the host; from the rollout network it is not reachable directly.
     assert "DIRECT BLOCKED" in outputs[1]
@@ -269,7 +278,7 @@ def test_malformed_experiment_is_reported_and_others_run_in_parallel(
             k: result.wire_params.get(k)
             for k in ("temperature", "top_p", "reasoning_effort", "top_k")
         } == {"temperature": 0.5, "top_p": 0.9, "reasoning_effort": "low", "top_k": 20}
-    for req in stub.requests:
+    for req in chat_requests(stub):
         assert (
             req.json["temperature"],
             req.json["top_p"],
@@ -278,7 +287,7 @@ def test_malformed_experiment_is_reported_and_others_run_in_parallel(
         ) == (0.5, 0.9, "low", 20)
     assert "passed 2/2" in flat
     assert not paths.rollout("broken").root.exists()
-    assert len(stub.requests) == 6
+    assert len(chat_requests(stub)) == 6
 
 
 def test_ctrl_c_removes_everything(tmp_path: Path, stub_factory: StubFactory, run_id: str, owner: str,
@@ -291,15 +300,15 @@ def test_ctrl_c_removes_everything(tmp_path: Path, stub_factory: StubFactory, ru
 
     stub = stub_factory(lambda req: Reply(content="slow", delay=120))
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from contagent.cli import main; main()", "run", "--served-model-name", "m",
+        [sys.executable, "-c", "from contagent.cli import main; main()", "run", "--served-model-name", "stub-model",
          "--vllm-url", stub.url, "--experiment", "exp_001", "--log-dir", str(tmp_path / "logs"),
          "--run-id", run_id],
         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**__import__("os").environ, "CONTAGENT_OWNER": owner},
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not stub.requests:
+    while time.monotonic() < deadline and not chat_requests(stub):
         time.sleep(0.5)
-    assert stub.requests, "the agent never called the LLM"
+    assert chat_requests(stub), "the agent never called the LLM"
     assert docker_ops.leftovers(docker_client, {docker_ops.LABEL_RUN: run_id})  # it is running
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -343,7 +352,7 @@ def test_missing_service_image_is_an_infra_error_and_leaves_nothing(
     [result] = summary.results
     assert result.status == "infra_error" and not summary.ok
     assert result.error and "127.0.0.1:9/contagent-missing" in result.error
-    assert stub.requests == []
+    assert chat_requests(stub) == []
     assert "verdict: infra_error" in RunPaths(tmp_path / "logs").result_text("exp_001").read_text()
 
 

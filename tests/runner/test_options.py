@@ -125,17 +125,25 @@ def test_token_totals_and_wire_params(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("outcome", "timed_out", "cancelled", "status"),
     [
-        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}, False, False, "passed"),
-        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 1}}, False, False, "failed"),
-        ({"exit_codes": {"setup": 0, "agent": 1, "evaluate": 0}}, False, False, "agent_error"),
-        ({"exit_codes": {"setup": 2}}, False, False, "infra_error"),
-        ({}, False, False, "infra_error"),
-        ({"exit_codes": {"setup": 0, "agent": 0}}, True, False, "timeout"),
-        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}, False, True, "infra_error"),
+        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}, False, None, "passed"),
+        ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 1}}, False, None, "failed"),
+        ({"exit_codes": {"setup": 0, "agent": 1, "evaluate": 0}}, False, None, "agent_error"),
+        ({"exit_codes": {"setup": 2}}, False, None, "infra_error"),
+        ({}, False, None, "infra_error"),
+        ({"exit_codes": {"setup": 0, "agent": 0}}, True, None, "timeout"),
+        (
+            {"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}},
+            False,
+            "interrupted",
+            "infra_error",
+        ),
     ],
 )
-def test_verdicts(outcome: dict, timed_out: bool, cancelled: bool, status: str) -> None:
-    assert _verdict(outcome, timed_out, cancelled, 0)[0] == status
+def test_verdicts(outcome: dict, timed_out: bool, cancelled: str | None, status: str) -> None:
+    verdict, error = _verdict(outcome, timed_out, cancelled, 0)
+    assert verdict == status
+    if cancelled is not None:
+        assert error == cancelled  # the reason the run gave for stopping it
 
 
 def test_rollout_ids_that_would_collide_are_refused(tmp_path: Path) -> None:
