@@ -19,4 +19,4 @@ if [ ! -x "$python" ]; then
 fi
 "$python" -m pip install -q -e '.[dev,browser]'
 
-CONTAGENT_BROWSER_TESTS=1 "$python" -m pytest -m browser tests/viewer
+CONTAGENT_BROWSER_TESTS=1 "$python" -m pytest -n 0 -m browser tests/viewer

@@ -2,6 +2,7 @@
 # The trainer tier: TRL's SFTTrainer and prime-rl's renderers on the exported sample data,
 # on CPU (tests/trainers, pytest marker `trainers`). Idempotent: the venv (.venv-trainers)
 # is kept and reinstalled only when pyproject.toml changes; pip keeps its wheel cache.
+# `--install-only` sets the venv up and runs nothing (CI does that while images build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$venv/bin/pip" install -q -e '.[dev,trainers]'
     echo "$want" > "$stamp"
 fi
+[ "${1:-}" = "--install-only" ] && exit 0
 
 export CONTAGENT_TRAINER_TESTS=1 HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-exec "$venv/bin/python" -m pytest -q -m trainers tests/trainers "$@"
+exec "$venv/bin/python" -m pytest -q -n 0 -m trainers tests/trainers "$@"

@@ -199,11 +199,11 @@ def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
     from contagent.runner.rollout import _verdict
 
     codes = {"exit_codes": {"setup": 0, "agent": 127, "evaluate": 1}}
-    assert _verdict(codes, False, False, 0) == ("agent_error", "the agent exited 127")
+    assert _verdict(codes, False, None, 0) == ("agent_error", "the agent exited 127")
     said = {**codes, "agent_error": "RuntimeError: no model"}
-    assert _verdict(said, False, False, 0) == ("agent_error", "RuntimeError: no model")
+    assert _verdict(said, False, None, 0) == ("agent_error", "RuntimeError: no model")
     ok = {"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}
-    assert _verdict(ok, False, False, 0) == ("passed", None)
+    assert _verdict(ok, False, None, 0) == ("passed", None)
 
 
 def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path) -> None:

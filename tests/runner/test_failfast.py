@@ -179,19 +179,26 @@ def test_wait_zero_stops_at_the_first_pause_even_when_the_check_passes() -> None
 # -- the scheduling loop's use of the rule (run._hold_back) -------------------------------
 
 
-def hold_back_setup(tmp_path: Path, queued: int) -> tuple[FailFast, Any, list[Any], Any, list[Any]]:
-    import threading
+class Executor:
+    """The executor seam as the loop sees it: what it was told to cancel, and why."""
 
-    from contagent.layout import RunPaths
-    from contagent.runner.config import LlmOptions, RunConfig
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def cancel(self, reason: str = "interrupted") -> None:
+        self.reason = reason
+
+
+def hold_back_setup(
+    tmp_path: Path, queued: int
+) -> tuple[FailFast, Executor, list[Any], Any, list[Any]]:
     from contagent.runner.experiment import load_experiment
-    from contagent.runner.rollout import RolloutPlan, RunContext
+    from contagent.runner.rollout import RolloutPlan
     from contagent.runner.run import RunSummary
     from tests.runner.conftest import write_experiment
 
     exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
-    config = RunConfig(tmp_path / "exps", tmp_path / "logs", "http://h", LlmOptions("m"))
-    ctx = RunContext(config, RunPaths(tmp_path / "logs"), None, threading.Event())  # type: ignore[arg-type]
+    ctx = Executor()
     guard = FailFast(wait_s=60, clock=Clock())
     guard.observe(DOWN)
     guard.observe(DOWN)
@@ -212,7 +219,7 @@ def test_the_loop_stops_the_run_when_the_server_is_not_back(tmp_path: Path, queu
     )
     assert summary.not_started == ["e", "e_r1"][:queued] and queue == []
     # running rollouts are stopped too (with nothing queued they would wait on a dead server)
-    assert ctx.cancel.is_set() and ctx.cancel_reason == f"run stopped: {summary.stopped}"
+    assert ctx.reason == f"run stopped: {summary.stopped}"
     assert [e.kind for e in events] == ["paused", "stopped"]
     assert summary.exit_code == 1
     _hold_back(guard, lambda s: calls.append(s), ctx, queue, summary, events.append)
@@ -226,7 +233,7 @@ def test_the_loop_goes_on_when_the_server_is_back_and_does_not_check_while_not_p
 
     guard, ctx, queue, summary, events = hold_back_setup(tmp_path, 1)
     _hold_back(guard, lambda s: 0.0, ctx, queue, summary, events.append)
-    assert summary.stopped is None and not ctx.cancel.is_set() and len(queue) == 1
+    assert summary.stopped is None and ctx.reason is None and len(queue) == 1
     assert [e.kind for e in events] == ["paused", "ready"] and not guard.paused
 
     def must_not_wait(seconds: float) -> object:
