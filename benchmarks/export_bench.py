@@ -167,7 +167,7 @@ def main() -> int:
         )
     print(
         "\nMB/s after: throughput once the start-up cost is paid (wall minus a one-rollout export)."
-        "\nreference (issue 2): a widely used exporter writes ~1.5 MB/s, >200x slower than a bare"
+        "\nreference: a widely used exporter writes ~1.5 MB/s, >200x slower than a bare"
         " parse, with rows nearly as large as the raw logs; targets: >= 0.5x bare on one core,"
         " near-linear with --jobs 2, RSS bounded by the largest rollout, results <= 0.1 of raw."
     )

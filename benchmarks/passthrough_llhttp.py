@@ -6,7 +6,7 @@
 small JSON line per exchange: no request record before forwarding, no SHA-256, no parse
 of either body. The gap between it and the proxy in one run is the price of the raw log.
 
-``--record-requests`` adds the least that issue 3's record demands and nothing else:
+``--record-requests`` adds the least that the recording contract demands and nothing else:
 before forwarding, parse the request body (to know it is JSON and whether it streams)
 and append it, verbatim, in one line. No index, headers, hash, outcome parsing, or fault
 handling. Whatever this keeps of direct throughput bounds what any recorder on this

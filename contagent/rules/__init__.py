@@ -1,0 +1,87 @@
+"""The selection rules, as pure functions: no IO, no logging, no state.
+
+The exporter uses them to build rows and the validator uses them to check
+rows; the proxy uses :func:`completeness` to label outcomes. Keep every rule
+here, so that the three can never disagree; :mod:`contagent.chat` only reads
+fields out of messages and responses.
+
+The rules live in three modules by scope (:mod:`.messages`, :mod:`.selection`,
+:mod:`.rollout`) and the request-history scan in :mod:`contagent.history`; every name is
+importable from here.
+"""
+
+from contagent.history import (
+    Problem,
+    Scan,
+    history_keys,
+    merge_tool_fragments,
+    scan_request,
+    tool_protocol_problems,
+)
+from contagent.rules.messages import (
+    COMPLETE_FINISH_REASONS,
+    TERMINAL_TOOLS,
+    ExcludedReason,
+    Key,
+    NotReadyKind,
+    apply_reasoning_policy,
+    carries,
+    completeness,
+    consumption_key,
+    extends,
+    has_think_conflict,
+    is_safe,
+    response_problems,
+    tool_union,
+)
+from contagent.rules.rollout import (
+    RESULT_FIELDS,
+    accounting_problems,
+    final_cut,
+    rollout_truncation,
+    selected_for_training,
+)
+from contagent.rules.selection import (
+    GENERATION_ROUTES,
+    Decision,
+    View,
+    classify,
+    consumption,
+    is_chat_route,
+    select,
+)
+
+__all__ = [
+    "COMPLETE_FINISH_REASONS",
+    "GENERATION_ROUTES",
+    "RESULT_FIELDS",
+    "TERMINAL_TOOLS",
+    "Decision",
+    "ExcludedReason",
+    "Key",
+    "NotReadyKind",
+    "Problem",
+    "Scan",
+    "View",
+    "accounting_problems",
+    "apply_reasoning_policy",
+    "carries",
+    "classify",
+    "completeness",
+    "consumption",
+    "consumption_key",
+    "extends",
+    "final_cut",
+    "has_think_conflict",
+    "history_keys",
+    "is_chat_route",
+    "is_safe",
+    "merge_tool_fragments",
+    "response_problems",
+    "rollout_truncation",
+    "scan_request",
+    "select",
+    "selected_for_training",
+    "tool_protocol_problems",
+    "tool_union",
+]

@@ -1,0 +1,233 @@
+"""Rules on single messages and responses: completeness (rule 1), consumption keys,
+reasoning, tool arguments, the tool union (rule 6) and conversation extension; and the
+kinds a row may name."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from contagent.chat import (
+    CallKey,
+    call_name,
+    legacy_function_call,
+    message_text,
+    tool_calls,
+)
+from contagent.history import (
+    Problem,
+    history_keys,
+    message_calls,
+    message_problems,
+)
+
+#: finish reasons that mean the model ended its turn on its own.
+COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
+
+
+def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
+    """Rule 1: is a response complete?  Returns ``(completed, why_not)``.
+
+    Complete means HTTP 200, a parseable body, a Responses-API ``status`` absent
+    or ``completed``, no ``incomplete_details``, and every chat choice's
+    ``finish_reason`` in stop/tool_calls/function_call. Echoed request settings
+    such as ``truncation: "disabled"`` are settings, not truncation.
+    """
+    if status != 200:
+        return False, f"http status {status}"
+    if not isinstance(response, dict):
+        return False, "response body is not a JSON object"
+    resp_status = response.get("status")
+    if resp_status is not None and resp_status != "completed":
+        return False, f"response status {resp_status!r}"
+    if response.get("incomplete_details"):
+        return False, "incomplete_details present"
+    choices = response.get("choices")
+    if choices is not None:
+        if not isinstance(choices, list) or not choices:
+            return False, "no choices"
+        for choice in choices:
+            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+            if reason not in COMPLETE_FINISH_REASONS:
+                return False, f"finish_reason {reason!r}"
+    elif response.get("object") != "response" and "output" not in response:
+        if "data" in response:  # e.g. /v1/models: complete, but not a generation
+            return True, None
+        return False, "neither choices nor output in response"
+    return True, None
+
+
+# ---------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------
+
+#: Tools whose call ends the agent's run: a response calling one is "safe" to keep
+#: even when no later request consumes it.
+TERMINAL_TOOLS = frozenset({"finish"})
+
+#: Why a rollout is not training-ready (a row's ``not_ready_kinds``).
+NotReadyKind = Literal[
+    "index_gap",
+    "no_outcome",
+    "no_request",
+    "duplicate_record",
+    "torn_line",
+    "consumed_incomplete",
+    "missing_usage",
+    "tool_protocol",
+    "unanswered_tool_call",
+    "partial_execution",
+    "ambiguous_call_id",
+    "bad_tool_arguments",
+    "non_text_content",
+    "legacy_function_call",
+    "unreadable_request",
+    "tool_conflict",
+    "unknown_tool",
+    "reasoning_conflict",
+    "no_steps",
+    "truncated",
+    "responses_chain",
+    "unsupported_item",
+]
+
+#: Excluded-exchange reasons. The first six are the contract of the export; the
+#: others cover records a crash, a non-chat route or an unreadable body leaves behind.
+ExcludedReason = Literal[
+    "incomplete",
+    "http_error",
+    "upstream_error",
+    "abandoned",
+    "duplicate_retry",
+    "unconsumed",
+    "no_outcome",
+    "no_request",
+    "unsupported_route",
+    "unreadable_request",
+]
+
+#: A response's consumption key: ("calls", identities) or ("text", canonical text).
+Key = tuple[str, Any]
+
+
+def consumption_key(message: dict[str, Any]) -> Key:
+    """Rule 2: what a later request must carry for ``message`` to count as consumed.
+
+    Tool calls by identity (id, function name and canonical arguments: ids repeat
+    across calls in some models and retries), text answers by canonical text
+    (string and list-of-parts content compare equal).
+    """
+    calls = message_calls(message)
+    if calls:
+        return ("calls", calls)
+    return ("text", message_text(message.get("content")))
+
+
+def carries(key: Key, calls: frozenset[CallKey] | set[CallKey], texts: Any) -> bool:
+    kind, value = key
+    if kind == "calls":
+        return bool(value) and value <= calls
+    return value in texts
+
+
+def is_safe(message: dict[str, Any]) -> bool:
+    """Rule 3: plain text, or a call of a terminal tool such as ``finish``."""
+    if legacy_function_call(message) is not None:
+        return False
+    calls = tool_calls(message)
+    return not calls or all(call_name(c) in TERMINAL_TOOLS for c in calls)
+
+
+def response_problems(message: dict[str, Any], index: int) -> list[Problem]:
+    """What makes a response unfit for a training row (rule 5)."""
+    return message_problems(message, f"response {index}")
+
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
+def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any]:
+    """Rule 9: keep reasoning as ``reasoning_content`` (or drop it), never with ``<think>`` text.
+
+    vLLM >= 0.11 names the field ``reasoning``; it is kept under the older name
+    ``reasoning_content``. A leading ``<think>...</think>`` block in string
+    content moves to ``reasoning_content`` when the server gave none, and is
+    removed otherwise.
+    """
+    out = dict(message)
+    if "reasoning" in out:
+        alias = out.pop("reasoning")
+        if not out.get("reasoning_content") and alias:
+            out["reasoning_content"] = alias
+    content = out.get("content")
+    if isinstance(content, str) and content.lstrip().startswith(_THINK_OPEN):
+        stripped = content.lstrip()
+        end = stripped.find(_THINK_CLOSE)
+        if end != -1:
+            thought = stripped[len(_THINK_OPEN) : end].strip()
+            out["content"] = stripped[end + len(_THINK_CLOSE) :].lstrip("\n")
+            if not out.get("reasoning_content"):
+                out["reasoning_content"] = thought
+    if drop:
+        out.pop("reasoning_content", None)
+    elif "reasoning_content" in out and not out["reasoning_content"]:
+        out.pop("reasoning_content")
+    return out
+
+
+def has_think_conflict(message: dict[str, Any]) -> bool:
+    """``<think>`` text left in content (not a leading block the policy can move) beside
+    reasoning, or two different reasoning texts under both names: rule 9 forbids both."""
+    both = message.get("reasoning_content"), message.get("reasoning")
+    if all(isinstance(r, str) and r for r in both) and both[0] != both[1]:
+        return True
+    kept = apply_reasoning_policy(message, drop=False)
+    return bool(kept.get("reasoning_content")) and _THINK_OPEN in message_text(kept.get("content"))
+
+
+def _tool_key(tool: Any) -> str | None:
+    """A function tool's name; ``<type>:<name>`` (or the type) for other kinds of tool."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function")
+    if isinstance(fn, dict):
+        name = fn.get("name")
+        return name if isinstance(name, str) else None
+    kind, name = tool.get("type"), tool.get("name")
+    if not isinstance(kind, str) or kind == "function":
+        return None
+    return f"{kind}:{name}" if isinstance(name, str) else kind
+
+
+def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rule 6: union of tool definitions keyed by function name (type and name for other
+    kinds, e.g. a Responses ``namespace`` or ``web_search``); returns (tools, conflicts)."""
+    by_name: dict[str, dict[str, Any]] = {}
+    conflicts: list[str] = []
+    for tools in tool_lists:
+        if not isinstance(tools, list):
+            continue
+        for tool in tools:
+            name = _tool_key(tool)
+            if not isinstance(name, str):
+                conflicts.append("tool definition without a function name")
+                continue
+            seen = by_name.get(name)
+            if seen is None:
+                by_name[name] = tool
+            elif seen != tool and name not in conflicts:
+                conflicts.append(name)
+    return list(by_name.values()), conflicts
+
+
+def extends(prev_request: list[Any], prev_response: dict[str, Any], request: list[Any]) -> bool:
+    """Does ``request`` continue the conversation of a step (its request + its response)?"""
+    n = len(prev_request)
+    if len(request) <= n:
+        return False
+    replay = request[n]
+    if not isinstance(replay, dict) or replay.get("role") != "assistant":
+        return False
+    calls, texts = history_keys([replay])
+    if not carries(consumption_key(prev_response), calls, texts):
+        return False
+    return request[:n] == prev_request
