@@ -17,7 +17,7 @@ REGISTRY: dict[str, str] = {
     "request-record.schema.json": "contagent.records:RequestRecord",
     "outcome-record.schema.json": "contagent.records:OutcomeRecord",
     "rollout-result.schema.json": "contagent.records:RolloutResult",
-    "results-row.schema.json": "contagent.exporters.rows:ResultRow",
+    "results-row.schema.json": "contagent.rows:ResultRow",
     "experiment.schema.json": "contagent.runner.experiment:ExperimentSpec",
 }
 

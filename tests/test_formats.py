@@ -10,9 +10,9 @@ import orjson
 import pyarrow.parquet as pq
 
 from contagent.exporters.export import ExportOptions, export
-from contagent.exporters.rows import ResultRow
 from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
 from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
+from contagent.rows import ResultRow
 from contagent.schema_gen import SCHEMA_DIR, generate, render
 from tests.conftest import read_rows
 

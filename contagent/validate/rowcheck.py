@@ -6,34 +6,10 @@ from typing import Any
 
 from contagent.derive import ROW_SCHEMA_VERSION, derive_row
 from contagent.rawlog import RawRollout
+from contagent.rows import ResultRow
 
-#: Keys every results row has (the row's shape; see schemas/results-row.schema.json).
-ROW_KEYS = (
-    "schema_version",
-    "rollout_id",
-    "model",
-    "experiment",
-    "status",
-    "passed",
-    "reward",
-    "stop_condition",
-    "started",
-    "ended",
-    "duration_s",
-    "training_ready",
-    "training_ready_reason",
-    "not_ready_kinds",
-    "truncated",
-    "truncation_reason",
-    "steps",
-    "excluded",
-    "tools",
-    "token_usage",
-    "repairs",
-    "branches",
-    "drop_reasoning",
-    "raw_log",
-)
+#: Keys every results row has (its typed shape, :class:`contagent.rows.ResultRow`).
+ROW_KEYS = tuple(ResultRow.model_fields)
 
 
 def shape_problem(row: Any) -> str | None:

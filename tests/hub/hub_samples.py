@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from contagent.exporters.dataset_folder import ShardWriter, write_dataset_card
-from contagent.exporters.summary import ExportSummary, TokenCounts, TokenUsage
+from contagent.exporters.summary import ExportSummary
 from contagent.formats.prime_sft import PrimeSft
+from contagent.rows import TokenCounts, TokenUsage
 
 TOOLS = [
     {

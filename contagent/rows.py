@@ -11,8 +11,34 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contagent.exporters.summary import TokenUsage
+from contagent.chat import USAGE_FIELDS
 from contagent.rules import ExcludedReason, NotReadyKind
+
+
+class TokenCounts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def add(self, usage: dict[str, Any] | None) -> None:
+        if usage is None:
+            return
+        for field in USAGE_FIELDS:
+            value = usage.get(field)
+            if isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, field, getattr(self, field) + value)
+
+
+class TokenUsage(BaseModel):
+    """Rule 8: ``selected + excluded == billed``, per field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    billed: TokenCounts = Field(default_factory=TokenCounts)
+    selected: TokenCounts = Field(default_factory=TokenCounts)
+    excluded: TokenCounts = Field(default_factory=TokenCounts)
 
 
 class _Strict(BaseModel):
