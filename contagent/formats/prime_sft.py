@@ -19,24 +19,30 @@ from contagent.trajectory import branch_conversations
 
 SCHEMA_VERSION = "1"
 
-TOOL_CALL = pa.struct(
-    [
-        ("id", pa.string()),
-        ("type", pa.string()),
-        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
-    ]
-)
 
-MESSAGE = pa.struct(
-    [
-        ("role", pa.string()),
-        ("content", pa.string()),
-        ("reasoning_content", pa.string()),
-        ("tool_calls", pa.list_(TOOL_CALL)),
-        ("tool_call_id", pa.string()),
-        ("name", pa.string()),
-    ]
-)
+def message_struct(arguments: pa.DataType) -> pa.StructType:
+    """An OpenAI chat message as an Arrow struct, tool-call ``arguments`` of the given type
+    (a JSON string here; a JSON value in the ``trl`` format)."""
+    tool_call = pa.struct(
+        [
+            ("id", pa.string()),
+            ("type", pa.string()),
+            ("function", pa.struct([("name", pa.string()), ("arguments", arguments)])),
+        ]
+    )
+    return pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("reasoning_content", pa.string()),
+            ("tool_calls", pa.list_(tool_call)),
+            ("tool_call_id", pa.string()),
+            ("name", pa.string()),
+        ]
+    )
+
+
+MESSAGE = message_struct(pa.string())
 
 PRIME_SFT_SCHEMA = pa.schema(
     [

@@ -16,28 +16,16 @@ import pyarrow as pa
 
 from contagent.errors import ContagentError
 from contagent.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
-from contagent.formats.prime_sft import PRIME_SFT_SCHEMA, SCHEMA_VERSION, branch_records
+from contagent.formats.prime_sft import (
+    PRIME_SFT_SCHEMA,
+    SCHEMA_VERSION,
+    branch_records,
+    message_struct,
+)
 
 _JSON = pa.json_()
 
-TOOL_CALL = pa.struct(
-    [
-        ("id", pa.string()),
-        ("type", pa.string()),
-        ("function", pa.struct([("name", pa.string()), ("arguments", _JSON)])),
-    ]
-)
-
-MESSAGE = pa.struct(
-    [
-        ("role", pa.string()),
-        ("content", pa.string()),
-        ("reasoning_content", pa.string()),
-        ("tool_calls", pa.list_(TOOL_CALL)),
-        ("tool_call_id", pa.string()),
-        ("name", pa.string()),
-    ]
-)
+MESSAGE = message_struct(_JSON)
 
 TRL_SCHEMA = pa.schema(
     [
