@@ -101,6 +101,8 @@ def seen_secrets(requests: list[StubRequest]) -> set[str]:
     """The secrets the model was shown by the agents' tools, over all requests."""
     found = set()
     for req in requests:
+        if req.json is None:  # not a generation: the run's preflight GET /v1/models
+            continue
         responses = req.path.split("?")[0].endswith("/responses")
         for out in codex_outputs(req) if responses else tool_outputs(req):
             if m := SECRET.search(out):
