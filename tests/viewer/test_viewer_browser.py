@@ -192,4 +192,4 @@ def test_log_dir_files_copy_id_and_live_rollouts(
     WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "live-note").is_displayed())
     browser.find_element(By.CSS_SELECTOR, "#live-note a").click()
     WebDriverWait(browser, 30).until(lambda b: "late_arrival" in listed(b))
-    assert len(listed(browser)) == 18
+    assert len(listed(browser)) == rollouts + 1
