@@ -29,7 +29,7 @@ from contagent.runner import docker_ops
 from contagent.runner.run import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest
 from tests.conftest import REPO, cli, read_rows
-from tests.e2e.conftest import RUNNER_IMAGE, secret_player
+from tests.e2e.conftest import RUNNER_IMAGE, chat_requests, secret_player
 
 pytest.importorskip("ray")
 from contagent.testing.ray_cluster import LocalRayCluster
@@ -112,7 +112,7 @@ def test_rollouts_spread_over_the_nodes_export_validate_and_resume(
 
     again = _run_cli(stub, cluster, log_dir, run_id, owner, "--repeat", "4", "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stderr.count("resumed") == 4 and len(stub.requests) == 12
+    assert again.stderr.count("resumed") == 4 and len(chat_requests(stub)) == 12
 
 
 def test_a_node_without_the_image_stops_the_run_in_one_line(
@@ -173,7 +173,7 @@ def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
     )  # fmt: skip
     try:
         _wait_for_runners(docker_client, run_id, 2)
-        while not stub.requests:  # the agents are waiting on the model
+        while not chat_requests(stub):  # the agents are waiting on the model
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -210,7 +210,7 @@ def test_a_node_lost_mid_run_is_retried_elsewhere_and_every_rollout_is_whole(
     driver.start()
     try:
         _wait_for_runners(docker_client, run_id, 2)
-        while len(stub.requests) < 2:  # both agents are talking to the model
+        while len(chat_requests(stub)) < 2:  # both agents are talking to the model
             time.sleep(0.2)
         lost = cluster.workers[0]
         cluster.kill_worker(lost)
@@ -222,7 +222,7 @@ def test_a_node_lost_mid_run_is_retried_elsewhere_and_every_rollout_is_whole(
     assert summary.ok and [r.status for r in summary.results] == ["passed"] * 2
     survivor = {cluster.node_id(w)[:12] for w in cluster.workers[:1]}
     assert {(r.node or "").rsplit("/", 1)[-1] for r in summary.results} == survivor
-    assert len(stub.requests) > 6  # the lost attempt had been talking to the model too
+    assert len(chat_requests(stub)) > 6  # the lost attempt had been talking to the model too
     log_dir = tmp_path / "logs"
     for r in summary.results:
         _whole(log_dir, r.rollout_id)  # the retry's rollout, nothing of the lost attempt

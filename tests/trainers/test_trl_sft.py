@@ -85,6 +85,11 @@ def test_sft_trainer_trains_on_the_trl_folder(
     from trl import SFTConfig, SFTTrainer
 
     ds = load_dataset(str(export_dir / "trl"), split="train")
+    if name.startswith("llama"):
+        # Llama 3 templates take one tool call per assistant turn and raise on more: rows
+        # with parallel calls are the template's to refuse, so they are left out here.
+        ds = ds.filter(lambda r: not any(len(m["tool_calls"] or []) > 1 for m in r["messages"]))
+    assert len(ds) > 0
     chat_template = tiny.template(name)
     training = tiny.templates_dir() / f"{name}_training.jinja"
     specials = tiny.special_tokens(chat_template, training.read_text() if training.exists() else "")
