@@ -133,7 +133,7 @@ def run_here(job: NodeJob, node: str) -> Shipment:
             client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
         )
         ctx = RunContext(config, paths, client, threading.Event(), node=node)
-        _run_interruptible(ctx, RolloutPlan(here, job.plan.repeat_index))
+        _run_interruptible(ctx, replace(job.plan, experiment=here))  # agent and name kept
         return pack(paths, name, node)
     finally:
         client.close()

@@ -173,7 +173,7 @@ def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
     )  # fmt: skip
     try:
         _wait_for_runners(docker_client, run_id, 2)
-        while not chat_requests(stub):  # the agents are waiting on the model
+        while len(chat_requests(stub)) < 2:  # both agents are waiting on the model
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
