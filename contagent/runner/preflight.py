@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,15 +46,24 @@ EXIT_UNUSABLE = 2
 
 
 def _run(coro: Any) -> Any:
-    """Run ``coro`` on a fresh event loop without touching signal handlers (``asyncio.run``
-    would install its own SIGINT handler for the while, which a Ray driver connected
-    earlier does not survive: Ctrl-C then no longer reaches the run)."""
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+    """``asyncio.run(coro)`` in a thread of its own, so that the event loop's set-up and
+    tear-down (signal handlers, the current loop, its executor) never touch the main
+    thread's: a run's Ctrl-C must reach it afterwards, locally and on a Ray driver."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, asyncio.run(coro)))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, name="llm-preflight", daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 @dataclass(frozen=True)
