@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -43,27 +41,6 @@ WAITABLE_STATUSES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
 #: says the options are wrong (key, CA, URL, model name)
 EXIT_NOT_ANSWERING = 1
 EXIT_UNUSABLE = 2
-
-
-def _run(coro: Any) -> Any:
-    """``asyncio.run(coro)`` in a thread of its own, so that the event loop's set-up and
-    tear-down (signal handlers, the current loop, its executor) never touch the main
-    thread's: a run's Ctrl-C must reach it afterwards, locally and on a Ray driver."""
-    outcome: list[tuple[bool, Any]] = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, asyncio.run(coro)))
-        except BaseException as exc:
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=target, name="llm-preflight", daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
 
 
 @dataclass(frozen=True)
@@ -108,7 +85,7 @@ class LlmServer:
     def probe(self) -> Probe:
         """One check; never raises for what the server does."""
         try:
-            status, reason, body = _run(self._get())
+            status, reason, body = asyncio.run(self._get())
         except aiohttp.ClientConnectorCertificateError as exc:
             return Probe(
                 False, False, f"TLS error: {_os_reason(exc.certificate_error)} (--vllm-ca?)"

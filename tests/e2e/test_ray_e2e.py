@@ -132,7 +132,7 @@ def test_a_node_without_the_image_stops_the_run_in_one_line(
     assert proc.returncode != 0
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("contagent: error: Ray node ") and "not a contagent runner image" in line
-    assert stub.requests == [] and not RunPaths(tmp_path / "logs").rollouts_dir.exists()
+    assert chat_requests(stub) == [] and not RunPaths(tmp_path / "logs").rollouts_dir.exists()
 
 
 def _slow_player(delay: float) -> Callable[[StubRequest], Reply]:

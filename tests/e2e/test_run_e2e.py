@@ -356,10 +356,13 @@ def test_missing_service_image_is_an_infra_error_and_leaves_nothing(
     assert "verdict: infra_error" in RunPaths(tmp_path / "logs").result_text("exp_001").read_text()
 
 
-def test_foreign_image_is_refused_in_one_line(tmp_path: Path, run_id: str) -> None:
+def test_foreign_image_is_refused_in_one_line(
+    tmp_path: Path, run_id: str, stub_factory: StubFactory
+) -> None:
     from tests.e2e.conftest import BASE_IMAGE
 
-    proc = cli("run", "--served-model-name", "m", "--vllm-url", "http://127.0.0.1:9/v1",
+    stub = stub_factory(lambda req: Reply(content="never asked"))
+    proc = cli("run", "--served-model-name", "stub-model", "--vllm-url", stub.url,
                "--openhands-image", BASE_IMAGE, "--log-dir", str(tmp_path / "logs"), "--run-id", run_id)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
