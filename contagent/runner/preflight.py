@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -41,6 +42,18 @@ WAITABLE_STATUSES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
 #: says the options are wrong (key, CA, URL, model name)
 EXIT_NOT_ANSWERING = 1
 EXIT_UNUSABLE = 2
+
+
+def _run(coro: Any) -> Any:
+    """Run ``coro`` on a fresh event loop without touching signal handlers (``asyncio.run``
+    would install its own SIGINT handler for the while, which a Ray driver connected
+    earlier does not survive: Ctrl-C then no longer reaches the run)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,7 @@ class LlmServer:
     def probe(self) -> Probe:
         """One check; never raises for what the server does."""
         try:
-            status, reason, body = asyncio.run(self._get())
+            status, reason, body = _run(self._get())
         except aiohttp.ClientConnectorCertificateError as exc:
             return Probe(
                 False, False, f"TLS error: {_os_reason(exc.certificate_error)} (--vllm-ca?)"

@@ -180,6 +180,7 @@ def run_experiments(
         summary.wall_s = time.monotonic() - t0
         return summary
 
+    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
     server = LlmServer(
         config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
     )
@@ -187,12 +188,12 @@ def run_experiments(
     def wait_for_server(seconds: float) -> float:
         return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
 
-    # Before any container or network exists, and before the executor starts: the check
-    # runs an event loop of its own, which a Ray driver connected earlier does not survive
-    # (Ctrl-C would no longer reach the run).
-    waited = wait_for_server(config.wait_for_llm_s)
+    try:  # before any container or network exists
+        waited = wait_for_server(config.wait_for_llm_s)
+    except BaseException:
+        executor.close()
+        raise
     emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
-    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
     guard = FailFast(config.wait_for_llm_s)
 
     def collect(fut: Future[RolloutResult]) -> None:
