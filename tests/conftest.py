@@ -77,3 +77,28 @@ def read_rows(path: Path) -> list[dict]:
 
 def write_rows(path: Path, rows: list[dict]) -> None:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+
+
+def assert_same_as_generated(
+    committed: Path, generated: Path, names: list[str], command: str
+) -> None:
+    """The committed sample folder holds exactly what its generator writes (``command``)."""
+    assert (committed / "expected.json").read_bytes() == (generated / "expected.json").read_bytes()
+    for name in names:
+        for file in ("exchanges.jsonl", "result.json"):
+            assert (committed / name / file).read_bytes() == (
+                generated / name / file
+            ).read_bytes(), f"{committed / name / file} is stale: run {command}"
+
+
+def export_and_validate(root: Path) -> dict[str, dict]:
+    """Export every rollout under ``root`` (``--filter all``), require a healthy validation,
+    and return the rows by rollout id."""
+    from contagent.exporters.export import ExportOptions, export
+    from contagent.validate.check import validate
+
+    out = root / "out"
+    export([root], out, ExportOptions(filter="all"))
+    report = validate(out / "results.jsonl")
+    assert report.ok, report
+    return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}

@@ -11,14 +11,12 @@ import pytest
 
 from contagent import rules
 from contagent.chat import usage_counts
-from contagent.exporters.export import ExportOptions, export
 from contagent.proxy.sse import StreamAssembler
 from contagent.responses import chat_response, input_messages, normalise_exchanges
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.responses_moves import response_events, response_json
 from contagent.testing.responses_samples import expectations, write_responses_samples
-from contagent.validate.check import validate
-from tests.conftest import REPO, read_rows
+from tests.conftest import REPO, assert_same_as_generated, export_and_validate
 
 
 def _req(body: dict[str, Any]) -> StubRequest:
@@ -195,27 +193,19 @@ def test_unknown_output_items_fail_closed() -> None:
 
 def test_committed_responses_samples_match_their_generator(tmp_path: Path) -> None:
     write_responses_samples(tmp_path)
-    committed = REPO / "data" / "rollouts" / "responses"
-    assert (committed / "expected.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
-    for name in expectations():
-        for file in ("exchanges.jsonl", "result.json"):
-            assert (committed / name / file).read_bytes() == (
-                tmp_path / name / file
-            ).read_bytes(), (
-                f"data/rollouts/responses/{name}/{file} is stale: "
-                "run python -m contagent.testing.responses_samples"
-            )
+    assert_same_as_generated(
+        REPO / "data" / "rollouts" / "responses",
+        tmp_path,
+        list(expectations()),
+        "python -m contagent.testing.responses_samples data/rollouts/responses",
+    )
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     root = tmp_path_factory.mktemp("responses")
     write_responses_samples(root)
-    out = root / "out"
-    export([root], out, ExportOptions(filter="all"))
-    report = validate(out / "results.jsonl")
-    assert report.ok, report
-    return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+    return export_and_validate(root)
 
 
 @pytest.mark.parametrize("name", list(expectations()))

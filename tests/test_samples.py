@@ -7,33 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
 from contagent.testing.samples import SCENARIOS, write_samples
-from contagent.validate.check import validate
-from tests.conftest import REPO, read_rows
+from tests.conftest import REPO, assert_same_as_generated, export_and_validate
 
 
 def test_committed_samples_match_their_generator(tmp_path: Path) -> None:
     write_samples(tmp_path)
-    committed = REPO / "data" / "rollouts"
-    assert (committed / "expected.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
-    for name in SCENARIOS:
-        for file in ("exchanges.jsonl", "result.json"):
-            assert (committed / name / file).read_bytes() == (
-                tmp_path / name / file
-            ).read_bytes(), (
-                f"data/rollouts/{name}/{file} is stale: run python -m contagent.testing.samples"
-            )
+    assert_same_as_generated(
+        REPO / "data" / "rollouts", tmp_path, list(SCENARIOS), "python -m contagent.testing.samples"
+    )
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     root = tmp_path_factory.mktemp("samples")
     write_samples(root)
-    out = root / "out"
-    export([root], out, ExportOptions(filter="all"))
-    assert validate(out / "results.jsonl").ok
-    return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+    return export_and_validate(root)
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
