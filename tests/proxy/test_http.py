@@ -16,6 +16,7 @@ from contagent._loopthread import InThread
 from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
 from tests.proxy.conftest import client, dechunk, exchanges, http, raw_address, raw_post
+from tests.proxy.upstreams import AiohttpUpstream
 
 MSGS = [{"role": "user", "content": "hi"}]
 BODY = orjson.dumps({"model": "m", "messages": MSGS})
@@ -101,28 +102,6 @@ def test_http10_stream_ends_with_the_connection(stub_factory, proxy_factory, tmp
     assert out["outcome"] == "completed" and out["stream_events"][-1] == "[DONE]"
 
 
-class _Upstream:
-    """A hand-made upstream for what the scripted LLM does not do: gzip, Connection: close."""
-
-    def __init__(self, handler, ssl_context=None, **server_kw) -> None:
-        self.handler, self.ssl_context, self.server_kw = handler, ssl_context, server_kw
-        self.scheme = "https" if ssl_context is not None else "http"
-
-    async def start(self) -> None:
-        self.runner = web.ServerRunner(web.Server(self.handler, **self.server_kw))
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
-        self.port = self.runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-    @property
-    def url(self) -> str:
-        host = "localhost" if self.scheme == "https" else "127.0.0.1"
-        return f"{self.scheme}://{host}:{self.port}"
-
-
 COMPLETION = {
     "id": "c", "object": "chat.completion", "created": 0, "model": "m",
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "zipped"},
@@ -133,10 +112,10 @@ COMPLETION = {
 
 @pytest.fixture
 def odd_upstream():
-    started: list[InThread[_Upstream]] = []
+    started: list[InThread[AiohttpUpstream]] = []
 
-    def make(handler, ssl_context=None, **server_kw) -> _Upstream:
-        served = InThread(_Upstream(handler, ssl_context, **server_kw), "odd-upstream")
+    def make(handler, ssl_context=None, **server_kw) -> AiohttpUpstream:
+        served = InThread(AiohttpUpstream(handler, ssl_context, **server_kw), "odd-upstream")
         started.append(served)
         return served.service
 

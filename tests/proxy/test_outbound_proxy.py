@@ -10,8 +10,8 @@ import pytest
 from contagent.errors import ContagentError
 from contagent.testing.llm_stub import Reply
 from tests.proxy.conftest import exchanges, http
-from tests.proxy.test_http import _completion, _Upstream
-from tests.proxy.upstreams import ForwardProxy, serve
+from tests.proxy.test_http import _completion
+from tests.proxy.upstreams import AiohttpUpstream, ForwardProxy, serve
 
 MSGS = [{"role": "user", "content": "hi"}]
 
@@ -64,7 +64,7 @@ def test_an_https_upstream_is_tunnelled_through_https_proxy_and_still_verified(
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost").configure_cert(server_ctx)
     started: list = []
-    up = serve(_Upstream(_completion, server_ctx), started)
+    up = serve(AiohttpUpstream(_completion, server_ctx), started)
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     monkeypatch.setenv("HTTPS_PROXY", forward_proxy.url)

@@ -8,7 +8,32 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from aiohttp import web
+
 from contagent._loopthread import InThread
+
+
+class AiohttpUpstream:
+    """An aiohttp low-level server with a given handler (optionally TLS), for what the
+    scripted LLM does not do: gzip, Connection: close, odd model lists."""
+
+    def __init__(self, handler: Any, ssl_context: Any = None, **server_kw: Any) -> None:
+        self.handler, self.ssl_context, self.server_kw = handler, ssl_context, server_kw
+        self.scheme = "https" if ssl_context is not None else "http"
+
+    async def start(self) -> None:
+        self.runner = web.ServerRunner(web.Server(self.handler, **self.server_kw))
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
+        self.port = self.runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        host = "localhost" if self.scheme == "https" else "127.0.0.1"
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 class RawUpstream:

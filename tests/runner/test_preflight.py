@@ -24,36 +24,23 @@ from contagent.runner.preflight import (
 )
 from contagent.testing.llm_stub import start_stub_in_thread
 from tests.conftest import cli
+from tests.proxy.upstreams import AiohttpUpstream
 
 Handler = Callable[[web.BaseRequest], Any]
 
 
-class _Server:
+class _Server(AiohttpUpstream):
     """An OpenAI-style model list served by ``handler``; every request is kept."""
 
     def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
-        self.handler, self.ssl_context = handler, ssl_context
         self.seen: list[web.BaseRequest] = []
 
-    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
-        self.seen.append(request)
-        result: web.StreamResponse = await self.handler(request)
-        return result
+        async def serve(request: web.BaseRequest) -> web.StreamResponse:
+            self.seen.append(request)
+            result: web.StreamResponse = await handler(request)
+            return result
 
-    async def start(self) -> None:
-        self.runner = web.ServerRunner(web.Server(self._serve))
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
-        self.port = self.runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-    @property
-    def url(self) -> str:
-        if self.ssl_context is not None:
-            return f"https://localhost:{self.port}"
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(serve, ssl_context)
 
 
 @pytest.fixture
