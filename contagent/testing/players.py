@@ -23,6 +23,15 @@ def _answer(outputs: list[str]) -> str:
     return f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
 
 
+def _shell_move(outputs: list[str]) -> str | None:
+    """exp_001's two shell commands, from the tool outputs so far; None once both ran."""
+    if not outputs:
+        return "cat ~/workspace/secret.txt"
+    if len(outputs) == 1:
+        return f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
+    return None
+
+
 def codex_outputs(req: StubRequest) -> list[str]:
     """What Codex's tool printed, from the Responses ``input`` items it sent."""
     return [
@@ -33,16 +42,10 @@ def codex_outputs(req: StubRequest) -> list[str]:
 
 
 def codex(req: StubRequest) -> Reply:
-    outputs = codex_outputs(req)
-    if not outputs:
-        return Reply(
-            content=None,
-            tool_calls=[ToolCall("exec_command", {"cmd": "cat ~/workspace/secret.txt"})],
-        )
-    if len(outputs) == 1:
-        cmd = f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
-        return Reply(content=None, tool_calls=[ToolCall("exec_command", {"cmd": cmd})])
-    return Reply(content="Wrote the answer to result.txt.")
+    cmd = _shell_move(codex_outputs(req))
+    if cmd is None:
+        return Reply(content="Wrote the answer to result.txt.")
+    return Reply(content=None, tool_calls=[ToolCall("exec_command", {"cmd": cmd})])
 
 
 def tool_outputs(req: StubRequest) -> list[str]:
@@ -50,23 +53,13 @@ def tool_outputs(req: StubRequest) -> list[str]:
 
 
 def mini(req: StubRequest) -> Reply:
-    outputs = tool_outputs(req)
-    if not outputs:
-        command = "cat ~/workspace/secret.txt"
-    elif len(outputs) == 1:
-        command = f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
-    else:
-        command = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    command = _shell_move(tool_outputs(req)) or "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
     return Reply(content="Next step.", tool_calls=[ToolCall("bash", {"command": command})])
 
 
 def openhands(req: StubRequest) -> Reply:
-    outputs = tool_outputs(req)
-    if not outputs:
-        command = "cat ~/workspace/secret.txt"
-    elif len(outputs) == 1:
-        command = f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
-    else:
+    command = _shell_move(tool_outputs(req))
+    if command is None:
         return Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
     call = ToolCall("terminal", {"command": command, "security_risk": "LOW"})
     return Reply(content=None, tool_calls=[call])
