@@ -192,18 +192,31 @@ def _counts(value: Any) -> dict[str, float]:
     return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def write_card_charts(folder: Path, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Write the summary's charts as PNGs under ``folder/images/``; return (title, path) pairs.
+@dataclass(frozen=True)
+class CardImage:
+    """One chart of a dataset card, drawn: its title, file name and PNG bytes."""
+
+    title: str
+    name: str
+    png: bytes
+
+
+def card_images(summary: Mapping[str, Any]) -> list[CardImage]:
+    """The summary's charts drawn as PNGs, once per export whatever the number of folders."""
+    return [CardImage(c.title, f"{c.slug}.png", render(c, "png")) for c in card_charts(summary)]
+
+
+def write_card_charts(folder: Path, images: Sequence[CardImage]) -> list[tuple[str, str]]:
+    """Write ``images`` under ``folder/images/``; return (title, path) pairs.
 
     Paths are relative to ``folder`` (POSIX), ready for Markdown image links in its README.
     """
     out_dir = Path(folder) / CHART_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[tuple[str, str]] = []
-    for chart in card_charts(summary):
-        name = f"{chart.slug}.png"
-        tmp = out_dir / f".{name}.{secrets.token_hex(4)}.tmp"
-        tmp.write_bytes(render(chart, "png"))
-        os.replace(tmp, out_dir / name)
-        written.append((chart.title, f"{CHART_DIR}/{name}"))
+    for image in images:
+        tmp = out_dir / f".{image.name}.{secrets.token_hex(4)}.tmp"
+        tmp.write_bytes(image.png)
+        os.replace(tmp, out_dir / image.name)
+        written.append((image.title, f"{CHART_DIR}/{image.name}"))
     return written

@@ -19,7 +19,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contagent.charts import write_card_charts
+from contagent.charts import CardImage, card_images, write_card_charts
 from contagent.errors import ContagentError
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import Format
@@ -268,8 +268,11 @@ class ShardWriter:
         self._state = "closed"
 
 
-def write_dataset_card(folder: Path, summary: ExportSummary, fmt: Format) -> Path:
-    """Write ``folder/README.md``: YAML that ``datasets`` and the Hub read, and a readable card.
+def write_dataset_card(
+    folder: Path, summary: ExportSummary, fmt: Format, images: list[CardImage] | None = None
+) -> Path:
+    """Write ``folder/README.md``: YAML that ``datasets`` and the Hub read, and a readable card,
+    with the summary's charts (``images``, drawn here when not given).
 
     Call it after the shards are closed and ``summary`` is final: row counts come
     from the shards themselves and must agree with ``summary.branches_written``.
@@ -291,7 +294,11 @@ def write_dataset_card(folder: Path, summary: ExportSummary, fmt: Format) -> Pat
         num_bytes=arrow_bytes(shards, fmt.schema),
         download_size=sum(p.stat().st_size for p in shards),
         data_files=paths.SHARD_GLOB,
-        charts=tuple(write_card_charts(paths.root, summary.model_dump())),
+        charts=tuple(
+            write_card_charts(
+                paths.root, card_images(summary.model_dump()) if images is None else images
+            )
+        ),
     )
     text = render_card(summary, fmt, facts)
     tmp = paths.root / f".{paths.CARD_NAME}.{secrets.token_hex(4)}.tmp"

@@ -16,6 +16,7 @@ import orjson
 import pyarrow as pa
 
 from contagent import __version__
+from contagent.charts import card_images
 from contagent.errors import ContagentError
 from contagent.exporters.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
 from contagent.exporters.rollout import build_row
@@ -149,7 +150,9 @@ def export(
             _write_rows(fh, rollouts, options, writers, summary, progress)
         for fmt in formats:
             summary.parquet_files += [str(p) for p in writers[fmt.name].close()]
-            write_dataset_card(paths.format_folder(fmt.name).root, summary, fmt)
+        images = card_images(summary.model_dump()) if formats else []  # drawn once for all
+        for fmt in formats:
+            write_dataset_card(paths.format_folder(fmt.name).root, summary, fmt, images)
         os.replace(tmp, paths.results)
     except BaseException:
         tmp.unlink(missing_ok=True)

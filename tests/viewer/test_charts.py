@@ -70,3 +70,23 @@ def test_the_export_card_shows_its_charts_and_an_upload_carries_them(tmp_path: P
     assert [local.relative(p) for p in local.images] == sorted(rel for _, rel in links)
     _, uploaded, _, _ = _plan(local, {})
     assert {rel for _, rel in links} <= set(uploaded)
+
+
+def test_an_export_draws_its_charts_once_for_every_format_folder(
+    samples: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from contagent.exporters.export import ExportOptions, export
+
+    drawn: list[str] = []
+    real = charts.render
+
+    def counting(chart: charts.Chart, kind: str) -> bytes:
+        drawn.append(chart.slug)
+        return real(chart, kind)
+
+    monkeypatch.setattr(charts, "render", counting)
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all", formats=("prime-sft", "trl")))
+    assert sorted(drawn) == sorted(c.slug for c in charts.card_charts({}))
+    for image in (out / "prime-sft" / "images").iterdir():
+        assert image.read_bytes() == (out / "trl" / "images" / image.name).read_bytes()
