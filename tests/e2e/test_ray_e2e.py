@@ -158,9 +158,6 @@ def _wait_for_runners(docker_client: Any, run_id: str, count: int, timeout: floa
     raise AssertionError(f"{count} runner containers of {run_id} did not start")
 
 
-@pytest.mark.skip(
-    reason="Ctrl-C once the LLM preflight has run does not always reach the run in time: a known defect, see the CHANGELOG's known issues",
-)
 def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
     tmp_path: Path, cluster: LocalRayCluster, stub_factory: StubFactory, run_id: str, owner: str,
     docker_client: Any, scratch_cleanup: None,
