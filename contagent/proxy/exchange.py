@@ -103,12 +103,8 @@ class Exchange:
     def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.first_byte = time.time()
         self.status = status
-        out = relayed_response_headers(headers, keep_length=self.head_only)
-        sse = not self.head_only and any(  # media types are case-insensitive
-            n.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
-            for n, v in out
-        )
-        if sse:
+        out, sse = relayed_response_headers(headers, keep_length=self.head_only)
+        if sse and not self.head_only:
             self.stream = _StreamState()
             self.sent_status = status
             self.conn.start_response(status, out)

@@ -75,12 +75,6 @@ def tokens(values: Iterable[bytes]) -> set[bytes]:
     return out
 
 
-def connection_named(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
-    """Header names a message's ``Connection`` header makes hop-by-hop."""
-    values = [v for n, v in headers if n.lower() == b"connection"]
-    return tokens(values) if values else set()
-
-
 def response_head(
     status: int, headers: list[tuple[bytes, bytes]], framing: bytes, close: bool
 ) -> bytes:
@@ -96,23 +90,33 @@ def response_head(
 
 def relayed_response_headers(
     headers: list[tuple[bytes, bytes]], keep_length: bool
-) -> list[tuple[bytes, bytes]]:
-    """The upstream's response headers as the client gets them.
+) -> tuple[list[tuple[bytes, bytes]], bool]:
+    """The upstream's response headers as the client gets them, and whether they announce
+    an event stream.
 
     ``keep_length``: a HEAD answer, whose ``Content-Length`` describes a body never sent.
     """
-    named = connection_named(headers)
-    drop = DROP_RESPONSE | named if named else DROP_RESPONSE
     out = []
-    for name, value in headers:
+    sse = False
+    named: list[bytes] = []
+    for name, value in headers:  # one pass: this runs for every answer
         low = name.lower()
-        if low == b"content-length" and keep_length:
+        if low not in DROP_RESPONSE or (keep_length and low == b"content-length"):
             out.append((name, value))
-        elif low in drop:
-            continue
-        else:
-            out.append((name, value))
-    return out
+            if low == b"content-type" and value.lower().startswith(b"text/event-stream"):
+                sse = True  # media types are case-insensitive
+        elif low == b"connection":
+            named.append(value)
+    if named:  # rare: what a Connection header names is hop-by-hop too
+        drop = tokens(named)
+        if keep_length:
+            drop.discard(b"content-length")
+        out = [(n, v) for n, v in out if n.lower() not in drop]
+        sse = any(
+            n.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+            for n, v in out
+        )
+    return out, sse
 
 
 # -- credentials in the query string ----------------------------------------------------
@@ -283,17 +287,22 @@ def upstream_request_head(
     ``safe_names`` maps lower-cased header names to their recorded spelling;
     ``extra`` holds whole header lines the proxy adds (its own credentials).
     """
-    named = connection_named(headers)
-    drop = DROP_REQUEST | named if named else DROP_REQUEST
     safe: dict[str, str] = {}
-    head = [b"%s %s HTTP/1.1\r\nHost: %s\r\n" % (method.encode(), target, host)]
-    for name, value in headers:
+    head = [method.encode() + b" " + target + b" HTTP/1.1\r\nHost: " + host + b"\r\n"]
+    named: list[bytes] = []
+    for name, value in headers:  # one pass: this runs for every request
         low = name.lower()
-        if low in safe_names:
-            key, text = safe_names[low], value.decode("latin-1")
+        key = safe_names.get(low)
+        if key is not None:
+            text = value.decode("latin-1")
             safe[key] = f"{safe[key]}, {text}" if key in safe else text
-        if low not in drop:
+        if low not in DROP_REQUEST:
             head.append(name + b": " + value + b"\r\n")
+        elif low == b"connection":
+            named.append(value)
+    if named:  # rare: what a Connection header names is hop-by-hop too
+        drop = DROP_REQUEST | tokens(named)
+        head[1:] = [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in drop]
     head.append(b"Accept-Encoding: identity\r\n")
     head.append(extra)
     if body_length is not None:

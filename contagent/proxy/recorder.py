@@ -183,18 +183,19 @@ class Recorder:
         fd = self._fd(rollout_id)
         if rollout_id in self._partial:
             line = b"\n" + line  # fence off what a failed write left, or this line joins it
-        view = memoryview(line)
+        done = 0
         try:
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            done = os.write(fd, line)
+            while done < len(line):  # a short write: the rest goes after it
+                done += os.write(fd, memoryview(line)[done:])
         except OSError as exc:
-            if len(view) < len(line):  # part of the line is on disk (a full disk, say)
+            if done:  # part of the line is on disk (a full disk, say)
                 self._partial.add(rollout_id)
             raise RecordError(
                 f"cannot append to {self._path(rollout_id)}: {exc.strerror or exc}"
             ) from exc
-        self._partial.discard(rollout_id)
+        if self._partial:
+            self._partial.discard(rollout_id)
 
     def append(self, rollout_id: str, record: dict[str, Any]) -> None:
         """Append one record as one line."""
