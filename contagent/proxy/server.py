@@ -324,7 +324,7 @@ class RecordingProxy:
         ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD")
         conn.responder = ex
         self._inflight.add(ex)
-        pool.send(ex, head, forward_body)
+        pool.send(ex, head + forward_body)
 
     def finish(self, record: dict[str, Any]) -> bool:
         """Append an outcome record; False (and logged) when it could not be written."""

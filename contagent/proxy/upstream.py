@@ -71,7 +71,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- driven by the pool and the exchange -----------------------------------------
 
-    def send(self, sink: UpstreamSink, head: bytes, body: bytes = b"") -> None:
+    def send(self, sink: UpstreamSink, data: bytes) -> None:
         assert self.transport is not None
         self.sink = sink
         sink.upstream = self
@@ -80,10 +80,7 @@ class UpstreamConnection(asyncio.Protocol):
         timeout = self.pool.read_timeout
         if timeout is not None:
             self.timer = self.loop.call_at(self.last_read + timeout, self._check_timeout)
-        if body:
-            self.transport.writelines((head, body))  # no copy of the body into one buffer
-        else:
-            self.transport.write(head)
+        self.transport.write(data)
 
     def abort(self) -> None:
         """Drop the request at once (the upstream server sees the connection close)."""
@@ -322,12 +319,12 @@ class UpstreamPool:
         self._idle: collections.deque[UpstreamConnection] = collections.deque()
         self._open: set[UpstreamConnection] = set()
         self._connecting = 0
-        self._waiting: collections.deque[tuple[UpstreamSink, bytes, bytes]] = collections.deque()
+        self._waiting: collections.deque[tuple[UpstreamSink, bytes]] = collections.deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
-    def send(self, sink: UpstreamSink, head: bytes, body: bytes = b"") -> None:
-        """Send one request for ``sink``: its head, already framed, and its body."""
+    def send(self, sink: UpstreamSink, data: bytes) -> None:
+        """Send one request (head and body, already framed) for ``sink``."""
         now = self.loop.time()
         while self._idle:
             conn = self._idle.pop()  # most recently used first: warmest, least likely stale
@@ -335,13 +332,13 @@ class UpstreamPool:
             if transport is None or transport.is_closing() or now - conn.last_read > IDLE_REUSE_S:
                 conn._discard()
                 continue
-            conn.send(sink, head, body)
+            conn.send(sink, data)
             return
         if len(self._open) + self._connecting >= self.limit:
-            self._waiting.append((sink, head, body))
+            self._waiting.append((sink, data))
             return
         self._connecting += 1
-        task = self.loop.create_task(self._connect(sink, head, body))
+        task = self.loop.create_task(self._connect(sink, data))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -349,7 +346,7 @@ class UpstreamPool:
         """Forget a request that has not got a connection yet."""
         self._waiting = collections.deque(w for w in self._waiting if w[0] is not sink)
 
-    async def _connect(self, sink: UpstreamSink, head: bytes, body: bytes) -> None:
+    async def _connect(self, sink: UpstreamSink, data: bytes) -> None:
         try:
             try:
                 conn = await asyncio.wait_for(self._open_connection(), self.connect_timeout)
@@ -367,7 +364,7 @@ class UpstreamPool:
             self.release(conn)
             return
         self._open.add(conn)
-        conn.send(sink, head, body)
+        conn.send(sink, data)
 
     async def _open_connection(self) -> UpstreamConnection:
         via = self.via
@@ -387,7 +384,8 @@ class UpstreamPool:
     def release(self, conn: UpstreamConnection) -> None:
         self._open.add(conn)
         if self._waiting:
-            conn.send(*self._waiting.popleft())
+            sink, data = self._waiting.popleft()
+            conn.send(sink, data)
             return
         if self.closed:
             conn._discard()

@@ -25,10 +25,6 @@ class FakeTransport:
         assert not self.closed, "write after close"
         self.written += data
 
-    def writelines(self, data: Any) -> None:
-        for piece in data:
-            self.write(piece)
-
     def take(self) -> bytes:
         out = bytes(self.written)
         self.written.clear()
