@@ -324,6 +324,8 @@ class RecordingProxy:
         ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD")
         conn.responder = ex
         self._inflight.add(ex)
+        # One buffer, one write: uvloop's writelines defers the send to the end of the loop
+        # iteration (0.25-0.5 ms more to a stream's first chunk); the copy costs ~1 us.
         pool.send(ex, head + forward_body)
 
     def finish(self, record: dict[str, Any]) -> bool:
