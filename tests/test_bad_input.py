@@ -92,6 +92,11 @@ def test_unknown_options(samples: Path, tmp_path: Path) -> None:
     assert_one_line_error(
         cli("export", str(samples), "--out", str(tmp_path), "--jobs", "0"), "--jobs"
     )
+    for license in ("Apache 2.0", "other"):
+        proc = cli("export", str(samples), "--out", str(tmp_path / "o"), "--license", license)
+        assert_one_line_error(proc, "--license")
+        assert license in proc.stderr
+        assert not (tmp_path / "o").exists()  # refused before anything is written
 
 
 def test_validate_missing_and_garbage(tmp_path: Path) -> None:

@@ -83,6 +83,21 @@ def test_cards_declare_license_size_and_arrow_bytes_as_datasets_computes(
     assert "to_trl" not in card and "to_trl" not in (out / "prime-sft" / "README.md").read_text()
 
 
+def test_a_chosen_license_is_what_the_cards_declare(samples: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all", formats=BOTH, license="cc-by-4.0"))
+    for name in BOTH:
+        meta = metadata_load(out / name / "README.md")
+        assert meta is not None
+        assert meta["license"] == "cc-by-4.0"
+        assert "license_name" not in meta and "license_link" not in meta
+        card = (out / name / "README.md").read_text()
+        assert "under `cc-by-4.0`" in card and "Whoever publishes" not in card
+    assert json.loads((out / "export-summary.json").read_text())["options"]["license"] == (
+        "cc-by-4.0"
+    )
+
+
 def test_validate_is_healthy_on_both_and_needs_no_summary_file(out: Path) -> None:
     report = validate(out / "results.jsonl")
     assert report.ok, report.violations

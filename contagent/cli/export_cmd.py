@@ -29,6 +29,13 @@ def _export(
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
     drop_reasoning: Annotated[bool, typer.Option(help="Leave reasoning_content out.")] = False,
     shard_rows: Annotated[int, typer.Option(help="Parquet rows per shard.")] = 10_000,
+    license: Annotated[
+        str | None,
+        typer.Option(
+            help="Hub license id the dataset cards declare (e.g. apache-2.0, cc-by-4.0); "
+            "without it: 'other', with the model's and tasks' terms."
+        ),
+    ] = None,
     push_to_hub: Annotated[
         str | None,
         typer.Option(
@@ -66,6 +73,7 @@ def _export(
         jobs=jobs,
         drop_reasoning=drop_reasoning,
         shard_rows=shard_rows,
+        license=license,
     )
     with Progress(
         TextColumn("exporting"),

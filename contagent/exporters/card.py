@@ -93,8 +93,12 @@ def arrow_bytes(shards: tuple[Path, ...] | list[Path], schema: pa.Schema) -> int
     return total
 
 
-def card_data(fmt: Format, facts: CardFacts) -> DatasetCardData:
-    """The card's YAML metadata: default config with a ``train`` split over ``data_files``."""
+def card_data(fmt: Format, facts: CardFacts, license: str | None = None) -> DatasetCardData:
+    """The card's YAML metadata: default config with a ``train`` split over ``data_files``.
+
+    ``license``: the Hub license id the publisher chose; None declares ``other`` with the
+    terms stated in the card.
+    """
     splits = SplitDict()
     splits.add(SplitInfo(name="train", num_bytes=facts.num_bytes, num_examples=facts.num_rows))
     info = DatasetInfo(
@@ -104,9 +108,9 @@ def card_data(fmt: Format, facts: CardFacts) -> DatasetCardData:
         dataset_size=facts.num_bytes,
     )
     data = DatasetCardData(
-        license="other",
-        license_name=LICENSE_NAME,
-        license_link=LICENSE_LINK,
+        license=license or "other",
+        license_name=None if license else LICENSE_NAME,
+        license_link=None if license else LICENSE_LINK,
         size_categories=[size_category(facts.num_rows)],
         task_categories=TASK_CATEGORIES,
         tags=TAGS,
@@ -121,7 +125,7 @@ def card_data(fmt: Format, facts: CardFacts) -> DatasetCardData:
 
 def render_card(summary: ExportSummary, fmt: Format, facts: CardFacts) -> str:
     """The whole ``README.md``: front matter and body."""
-    data = card_data(fmt, facts)
+    data = card_data(fmt, facts, _chosen_license(summary))
     context = CardContext(summary, fmt, facts)
     parts = (section(context).strip() for section in SECTIONS)
     body = "\n\n".join(part for part in parts if part) + "\n"
@@ -264,12 +268,25 @@ ds = load_dataset("ORG/NAME", split="train")
 {c.fmt.usage}"""
 
 
+def _chosen_license(summary: ExportSummary) -> str | None:
+    license = summary.options.get("license")
+    return license if isinstance(license, str) else None
+
+
 def _license(c: CardContext) -> str:
-    return """## License
+    license = _chosen_license(c.summary)
+    if license is None:
+        return """## License
 
 The conversations were produced by a model working on tasks; their terms of use are those of
 that model's provider and of the tasks' sources. Whoever publishes this dataset states them
 here."""
+    return f"""## License
+
+Released by its publisher under `{license}` (see
+https://huggingface.co/docs/hub/repositories-licenses). The conversations were produced by a
+model working on tasks, so the terms of that model's provider and of the tasks' sources apply
+as well."""
 
 
 def _provenance(c: CardContext) -> str:

@@ -6,6 +6,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -29,6 +30,10 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
+# The Hub's license ids (https://huggingface.co/docs/hub/repositories-licenses) are lower-case
+# slugs; "other" needs a name and link of its own, which is what no license given means here.
+_LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
+
 
 @dataclass(frozen=True)
 class ExportOptions:
@@ -38,6 +43,9 @@ class ExportOptions:
     jobs: int = 1
     drop_reasoning: bool = False
     shard_rows: int = 10_000
+    license: str | None = None
+    """The Hub license id the dataset is released under (``apache-2.0``, ``cc-by-4.0``, ...).
+    None: the card declares ``other`` and says the model's and the tasks' terms apply."""
 
 
 @dataclass
@@ -102,6 +110,21 @@ def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_
         yield from pool.imap(_export_one, work, chunksize=1)
 
 
+def _check_license(license: str | None) -> None:
+    if license is None:
+        return
+    if license == "other":
+        raise ContagentError(
+            "--license other: leave --license out, and the card declares 'other' with the "
+            "model's and the tasks' terms"
+        )
+    if not _LICENSE_ID.fullmatch(license):
+        raise ContagentError(
+            f"--license {license!r} is not a Hub license id (lower case, e.g. apache-2.0, mit, "
+            "cc-by-4.0: https://huggingface.co/docs/hub/repositories-licenses)"
+        )
+
+
 def export(
     run_dirs: list[Path],
     out_dir: Path,
@@ -117,6 +140,7 @@ def export(
     options = options or ExportOptions()
     if options.jobs < 1:
         raise ContagentError("--jobs must be at least 1")
+    _check_license(options.license)
     formats = [format_named(name) for name in dict.fromkeys(options.formats)]
     rollouts = find_rollouts(run_dirs)
     paths = ExportPaths(Path(out_dir))
