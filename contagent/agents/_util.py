@@ -41,9 +41,3 @@ def jsonl_objects(path: Path, limit_bytes: int) -> list[bytes]:
         out.append(orjson.dumps(value))
     return out
 
-
-def first_line(text: str | None, limit: int = 500) -> str | None:
-    if not text:
-        return None
-    lines = text.strip().splitlines()
-    return lines[0][:limit] if lines else None
