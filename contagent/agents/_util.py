@@ -8,6 +8,9 @@ from typing import Any
 
 import orjson
 
+#: a bound on what is read back of an agent's own output (it is untrusted)
+LOG_LIMIT_BYTES = 256 * 1024 * 1024
+
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``, or an empty dict when it is absent or unreadable."""
@@ -18,14 +21,14 @@ def read_json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def jsonl_objects(path: Path, limit_bytes: int) -> list[bytes]:
+def jsonl_objects(path: Path) -> list[bytes]:
     """The JSON-object lines of ``path`` (the agent's own log), re-serialised one per line.
 
     A line that is not a JSON object (a torn last line, stray output) is kept as
     ``{"unparsed": "<text>"}`` so that ``<name>.log`` stays one JSON object a line.
     """
     try:
-        data = path.read_bytes()[:limit_bytes]
+        data = path.read_bytes()[:LOG_LIMIT_BYTES]
     except OSError:
         return []
     out: list[bytes] = []
@@ -40,4 +43,3 @@ def jsonl_objects(path: Path, limit_bytes: int) -> list[bytes]:
             value = {"unparsed": line.decode("utf-8", errors="replace")}
         out.append(orjson.dumps(value))
     return out
-

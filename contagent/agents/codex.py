@@ -18,8 +18,6 @@ from contagent.agents.base import DUMMY_KEY, IN_CONTAINER, AgentReport, AgentSet
 
 HOME = f"{IN_CONTAINER}/agent/codex-home"
 KEY_ENV = "CONTAGENT_CODEX_KEY"
-#: a bound on the event log read back (agent output is untrusted)
-EVENTS_LIMIT_BYTES = 256 * 1024 * 1024
 
 _SCRIPT = """#!/bin/sh
 # codex exec, headless; the task comes on stdin so that no quoting can change it.
@@ -104,7 +102,7 @@ class Codex:
         )
 
     def report(self, out_dir: Path) -> AgentReport:
-        events = jsonl_objects(out_dir / "agent.stdout", EVENTS_LIMIT_BYTES)
+        events = jsonl_objects(out_dir / "agent.stdout")
         report = AgentReport(events=events, skills_loaded=[])
         try:
             skills = (out_dir / "codex-skills.txt").read_text(errors="replace").split()

@@ -12,12 +12,10 @@ from typing import Any
 
 import orjson
 
-from contagent.agents._util import read_json
+from contagent.agents._util import LOG_LIMIT_BYTES, read_json
 from contagent.agents.base import DUMMY_KEY, IN_CONTAINER, AgentReport, AgentSettings, Api, Launch
 
 _MAIN = Path(__file__).with_name("inside") / "mini_main.py"
-#: a bound on the trajectory read back (agent output is untrusted)
-TRAJECTORY_LIMIT_BYTES = 256 * 1024 * 1024
 
 
 def model_kwargs(s: AgentSettings) -> dict[str, Any]:
@@ -99,8 +97,8 @@ class MiniSweAgent:
 def trajectory_lines(path: Path) -> list[bytes]:
     """The trajectory document as JSON lines: ``{"info": ...}``, then one line per message."""
     try:
-        if path.stat().st_size > TRAJECTORY_LIMIT_BYTES:
-            return [orjson.dumps({"unparsed": f"trajectory over {TRAJECTORY_LIMIT_BYTES} bytes"})]
+        if path.stat().st_size > LOG_LIMIT_BYTES:
+            return [orjson.dumps({"unparsed": f"trajectory over {LOG_LIMIT_BYTES} bytes"})]
         doc = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return []

@@ -17,8 +17,6 @@ from contagent.agents._util import jsonl_objects, read_json
 from contagent.agents.base import DUMMY_KEY, IN_CONTAINER, AgentReport, AgentSettings, Api, Launch
 
 _MAIN = Path(__file__).with_name("inside") / "openhands_main.py"
-#: a bound on the event log read back (agent output is untrusted)
-EVENTS_LIMIT_BYTES = 256 * 1024 * 1024
 
 
 def llm_kwargs(s: AgentSettings, model: str) -> dict[str, Any]:
@@ -102,7 +100,7 @@ class OpenHands:
             iterations=data.get("iterations"),
             skills_loaded=data.get("skills_loaded"),
             error=data.get("error"),
-            events=jsonl_objects(out_dir / "events.jsonl", EVENTS_LIMIT_BYTES),
+            events=jsonl_objects(out_dir / "events.jsonl"),
         )
 
 
