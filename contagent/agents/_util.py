@@ -1,4 +1,4 @@
-"""Small helpers the agent modules share (pure, apart from reading the collected files)."""
+"""Small helpers the agent modules share: launching an ``inside/`` program, reading back."""
 
 from __future__ import annotations
 
@@ -8,8 +8,22 @@ from typing import Any
 
 import orjson
 
+from contagent.agents.base import AGENT_DIR, Launch
+
 #: a bound on what is read back of an agent's own output (it is untrusted)
 LOG_LIMIT_BYTES = 256 * 1024 * 1024
+
+
+def inside_program(main: str, config: str, cfg: dict[str, Any], env: dict[str, str]) -> Launch:
+    """Run ``inside/<main>`` with the image's ``/opt/venv`` Python, given ``cfg`` as ``<config>``."""
+    return Launch(
+        argv=["/opt/venv/bin/python", f"{AGENT_DIR}/{main}", f"{AGENT_DIR}/{config}"],
+        env=env,
+        files=[
+            (main, (Path(__file__).with_name("inside") / main).read_bytes(), 0o644),
+            (config, orjson.dumps(cfg, option=orjson.OPT_INDENT_2), 0o644),
+        ],
+    )
 
 
 def read_json(path: Path) -> dict[str, Any]:

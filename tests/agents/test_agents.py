@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from contagent.agents import AGENTS, AgentSettings, get_agent, unhonoured
+from contagent.agents.base import AGENT_DIR
 from contagent.agents.codex import AGENT as CODEX
 from contagent.agents.codex import config_toml
 from contagent.agents.mini_swe_agent import AGENT as MINI
@@ -74,6 +75,14 @@ def test_codex_provider_points_at_the_proxy_with_the_responses_api() -> None:
     files = {p: d for p, d, _ in launch.files}
     assert files["task.txt"] == b'it\'s "quoted"\n$(rm -rf /)'  # on stdin, never in a shell line
     assert b"--json" in files["codex.sh"] and launch.env["CODEX_HOME"].endswith("codex-home")
+
+
+def test_each_launch_runs_the_files_it_ships() -> None:
+    for agent in AGENTS.values():
+        launch = agent.launch(BASE)
+        shipped = {f"{AGENT_DIR}/{path}" for path, _, _ in launch.files}
+        named = {arg for arg in launch.argv if arg.startswith(AGENT_DIR)}
+        assert named and named <= shipped, agent.name
 
 
 def test_unhonoured_fields_are_named_in_one_line() -> None:
