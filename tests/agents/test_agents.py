@@ -163,7 +163,7 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
     """agent_main.py as the container runs it: setup, the agent's command, evaluate."""
     ws, out = tmp_path / "ws", tmp_path / "out"
     ws.mkdir()
-    (tmp_path / "setup.sh").write_text("echo set > marker\n")
+    (tmp_path / "setup.sh").write_text("echo set > marker\necho setup-said >&2\n")
     (tmp_path / "evaluate.sh").write_text("grep -q agent-ran marker\n")
     settings = {
         "workspace": str(ws),
@@ -174,7 +174,8 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
             "argv": [
                 sys.executable,
                 "-c",
-                "import os;open('marker','a').write(os.environ['X']);print('hi')",
+                "import os,sys;open('marker','a').write(os.environ['X']);print('hi');"
+                "print('agent-said', file=sys.stderr)",
             ],
             "env": {"X": "agent-ran"},
         },
@@ -183,7 +184,9 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
     assert agent_main.main(["agent_main.py", str(tmp_path / "settings.json")]) == 0
     outcome = json.loads((out / "outcome.json").read_text())
     assert outcome["exit_codes"] == {"setup": 0, "agent": 0, "evaluate": 0}
+    # a script's stderr is in its log; the agent's is on the container's, not in agent.stdout
     assert (out / "agent.stdout").read_text() == "hi\n"
+    assert (out / "setup.log").read_text() == "setup-said\n"
     settings["launch"] = {"argv": ["/no/such/agent"], "env": {}}
     (tmp_path / "settings.json").write_text(json.dumps(settings))
     agent_main.main(["agent_main.py", str(tmp_path / "settings.json")])
