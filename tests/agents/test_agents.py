@@ -22,6 +22,8 @@ from contagent.agents.openhands import llm_kwargs
 from contagent.errors import ContagentError
 from contagent.runner import agent_main
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name
+from contagent.testing.llm_stub import StubRequest
+from contagent.testing.players import any_agent, seen_secrets
 
 BASE = AgentSettings(
     task="do it",
@@ -242,3 +244,26 @@ def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path
         "exp_001__codex",
         "exp_001__mini-swe-agent",
     ]
+
+
+def _stub_request(path: str, body: dict[str, object] | None) -> StubRequest:
+    return StubRequest(0, "POST" if body else "GET", path, {}, b"", body)
+
+
+def test_the_one_player_answers_each_agent_in_its_own_shape() -> None:
+    secret = "s-" + "0" * 24
+    play = any_agent()
+    chat = {"messages": [{"role": "tool", "content": f"{secret}\n"}]}
+    openhands = play(_stub_request("/r/x/v1/chat/completions", chat))
+    only_bash = [{"type": "function", "function": {"name": "bash"}}]
+    mini = play(_stub_request("/r/x/v1/chat/completions", {**chat, "tools": only_bash}))
+    item = {"type": "function_call_output", "output": secret}
+    codex = play(_stub_request("/r/x/v1/responses?x=1", {"input": [item]}))
+    names = [r.tool_calls[0].name if r.tool_calls else None for r in (openhands, mini, codex)]
+    assert names == ["terminal", "bash", "exec_command"]
+    assert all(f"pass:{secret}" in r.tool_calls[0].arguments_json for r in (openhands, mini, codex))
+    requests = [
+        _stub_request("/r/x/v1/models", None),
+        _stub_request("/r/x/v1/responses", {"input": [item]}),
+    ]
+    assert seen_secrets(requests) == {secret}
