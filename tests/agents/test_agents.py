@@ -7,6 +7,7 @@ import sys
 import tomllib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -98,24 +99,24 @@ def test_unhonoured_fields_are_named_in_one_line() -> None:
     assert "--top-p" not in line and "--extra-body" not in line
 
 
+def _run_config(tmp_path: Path, **options: Any) -> RunConfig:
+    llm = LlmOptions(served_model_name="m")
+    return RunConfig(
+        experiments_dir=tmp_path, log_dir=tmp_path, upstream_url="http://x", llm=llm, **options
+    )
+
+
 def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
     assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex"}
     assert rollout_name("exp_001", 0, "codex") == "exp_001__codex"
     assert rollout_name("exp_001", 1, "codex") == "exp_001_r1__codex"
     with pytest.raises(ContagentError, match="not a known agent"):
         get_agent("nope")
-    llm = LlmOptions(served_model_name="m")
-    common = {
-        "experiments_dir": tmp_path,
-        "log_dir": tmp_path,
-        "upstream_url": "http://x",
-        "llm": llm,
-    }
     with pytest.raises(ContagentError, match="not a known agent"):
-        RunConfig(**common, agents=("openhands", "nope"))  # type: ignore[arg-type]
+        _run_config(tmp_path, agents=("openhands", "nope"))
     with pytest.raises(ContagentError, match="once"):
-        RunConfig(**common, agents=("codex", "codex"))  # type: ignore[arg-type]
-    cfg = RunConfig(**common, agents=("codex",), image="oh:1")  # type: ignore[arg-type]
+        _run_config(tmp_path, agents=("codex", "codex"))
+    cfg = _run_config(tmp_path, agents=("codex",), image="oh:1")
     assert cfg.image_for("openhands", OPENHANDS.image) == "oh:1"
     assert cfg.image_for("codex", CODEX.image) == CODEX.image
 
@@ -227,19 +228,12 @@ def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path
 
     experiments, problems = discover_experiments(REPO / "experiments", ["exp_001"], REPO / "skills")
     assert problems == []
-    llm = LlmOptions(served_model_name="m")
-    common = {
-        "experiments_dir": tmp_path,
-        "log_dir": tmp_path,
-        "upstream_url": "http://x",
-        "llm": llm,
-    }
-    one = plan_rollouts(RunConfig(**common, repeat=2), experiments)  # type: ignore[arg-type]
+    one = plan_rollouts(_run_config(tmp_path, repeat=2), experiments)
     assert [(p.name, p.agent) for p in one] == [
         ("exp_001", "openhands"),
         ("exp_001_r1", "openhands"),
     ]
-    several = RunConfig(**common, agents=("codex", "mini-swe-agent"))  # type: ignore[arg-type]
+    several = _run_config(tmp_path, agents=("codex", "mini-swe-agent"))
     assert [p.name for p in plan_rollouts(several, experiments)] == [
         "exp_001__codex",
         "exp_001__mini-swe-agent",
