@@ -141,6 +141,26 @@ def test_mini_trajectory_document_becomes_json_lines(tmp_path: Path) -> None:
     assert "unreadable" in orjson.loads(bad)["unparsed"]
 
 
+def test_openhands_report_and_event_log_are_read_back(tmp_path: Path) -> None:
+    empty = OPENHANDS.report(tmp_path)  # the agent left nothing (killed, or never started)
+    assert (empty.version, empty.iterations, empty.events) == (None, None, [])
+    report = {
+        "version": "1.2",
+        "stop_condition": "finished",
+        "iterations": 4,
+        "skills_loaded": ["s"],
+    }
+    (tmp_path / "openhands-report.json").write_text(json.dumps(report))
+    (tmp_path / "events.jsonl").write_text('{"kind": "MessageEvent"}\n{"kind": "Act')
+    got = OPENHANDS.report(tmp_path)
+    assert (got.version, got.stop_condition, got.iterations) == ("1.2", "finished", 4)
+    assert got.skills_loaded == ["s"] and got.error is None
+    assert [orjson.loads(e) for e in got.events] == [
+        {"kind": "MessageEvent"},
+        {"unparsed": '{"kind": "Act'},
+    ]
+
+
 def test_codex_event_log_is_read_back(tmp_path: Path) -> None:
     events = [
         {"type": "thread.started", "thread_id": "t"},
@@ -154,6 +174,9 @@ def test_codex_event_log_is_read_back(tmp_path: Path) -> None:
     (tmp_path / "agent.stdout").write_text(text)
     (tmp_path / "codex-version.txt").write_text("codex-cli 0.171.0\n")
     report = CODEX.report(tmp_path)
+    assert report.skills_loaded == []
+    (tmp_path / "codex-skills.txt").write_text("zeta\nalpha\n")
+    assert CODEX.report(tmp_path).skills_loaded == ["alpha", "zeta"]
     assert (report.version, report.stop_condition, report.iterations) == ("0.171.0", "finished", 2)
     assert orjson.loads(report.events[-1]) == {"unparsed": "not json"}
     failed = [*events[:3], {"type": "turn.failed", "error": {"message": "stream closed\nmore"}}]
