@@ -1,4 +1,4 @@
-"""Small helpers the agent modules share (pure, apart from reading the collected files)."""
+"""Small helpers the agent modules share: launching an ``inside/`` program, reading back."""
 
 from __future__ import annotations
 
@@ -7,6 +7,23 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from contagent.agents.base import AGENT_DIR, Launch
+
+#: a bound on what is read back of an agent's own output (it is untrusted)
+LOG_LIMIT_BYTES = 256 * 1024 * 1024
+
+
+def inside_program(main: str, config: str, cfg: dict[str, Any], env: dict[str, str]) -> Launch:
+    """Run ``inside/<main>`` with the image's ``/opt/venv`` Python, given ``cfg`` as ``<config>``."""
+    return Launch(
+        argv=["/opt/venv/bin/python", f"{AGENT_DIR}/{main}", f"{AGENT_DIR}/{config}"],
+        env=env,
+        files=[
+            (main, (Path(__file__).with_name("inside") / main).read_bytes(), 0o644),
+            (config, orjson.dumps(cfg, option=orjson.OPT_INDENT_2), 0o644),
+        ],
+    )
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -18,14 +35,14 @@ def read_json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def jsonl_objects(path: Path, limit_bytes: int) -> list[bytes]:
+def jsonl_objects(path: Path) -> list[bytes]:
     """The JSON-object lines of ``path`` (the agent's own log), re-serialised one per line.
 
     A line that is not a JSON object (a torn last line, stray output) is kept as
     ``{"unparsed": "<text>"}`` so that ``<name>.log`` stays one JSON object a line.
     """
     try:
-        data = path.read_bytes()[:limit_bytes]
+        data = path.read_bytes()[:LOG_LIMIT_BYTES]
     except OSError:
         return []
     out: list[bytes] = []
@@ -40,10 +57,3 @@ def jsonl_objects(path: Path, limit_bytes: int) -> list[bytes]:
             value = {"unparsed": line.decode("utf-8", errors="replace")}
         out.append(orjson.dumps(value))
     return out
-
-
-def first_line(text: str | None, limit: int = 500) -> str | None:
-    if not text:
-        return None
-    lines = text.strip().splitlines()
-    return lines[0][:limit] if lines else None

@@ -18,6 +18,8 @@ from typing import Any, Literal, Protocol
 IN_CONTAINER = "/contagent"
 WORKSPACE = "/root/workspace"
 OUT_DIR = f"{IN_CONTAINER}/out"
+#: Where the agent's :attr:`Launch.files` are put.
+AGENT_DIR = f"{IN_CONTAINER}/agent"
 #: The agent's key: the real one stays with the proxy on the host.
 DUMMY_KEY = "contagent-proxy"
 
@@ -53,7 +55,7 @@ class Launch:
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    #: extra files for the container: (path under ``/contagent/agent``, content, mode)
+    #: extra files for the container: (path under :data:`AGENT_DIR`, content, mode)
     files: list[tuple[str, bytes, int]] = field(default_factory=list)
 
 

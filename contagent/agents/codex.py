@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contagent.agents._util import jsonl_objects
-from contagent.agents.base import DUMMY_KEY, IN_CONTAINER, AgentReport, AgentSettings, Api, Launch
+from contagent.agents.base import AGENT_DIR, DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
 
-HOME = f"{IN_CONTAINER}/agent/codex-home"
+HOME = f"{AGENT_DIR}/codex-home"
 KEY_ENV = "CONTAGENT_CODEX_KEY"
-#: a bound on the event log read back (agent output is untrusted)
-EVENTS_LIMIT_BYTES = 256 * 1024 * 1024
 
 _SCRIPT = """#!/bin/sh
 # codex exec, headless; the task comes on stdin so that no quoting can change it.
@@ -84,17 +82,16 @@ class Codex:
         return served_model_name
 
     def launch(self, settings: AgentSettings) -> Launch:
-        here = f"{IN_CONTAINER}/agent"
         script = _SCRIPT.format(
             out=settings.out_dir,
             workspace=settings.workspace,
-            here=here,
+            here=AGENT_DIR,
             home=HOME,
             skills=" ".join(shlex.quote(s) for s in settings.skills),
             skills_dir=settings.skills_dir,
         )
         return Launch(
-            argv=["sh", f"{here}/codex.sh"],
+            argv=["sh", f"{AGENT_DIR}/codex.sh"],
             env={"CODEX_HOME": HOME, KEY_ENV: DUMMY_KEY},
             files=[
                 ("codex.sh", script.encode(), 0o755),
@@ -104,7 +101,7 @@ class Codex:
         )
 
     def report(self, out_dir: Path) -> AgentReport:
-        events = jsonl_objects(out_dir / "agent.stdout", EVENTS_LIMIT_BYTES)
+        events = jsonl_objects(out_dir / "agent.stdout")
         report = AgentReport(events=events, skills_loaded=[])
         try:
             skills = (out_dir / "codex-skills.txt").read_text(errors="replace").split()

@@ -12,12 +12,8 @@ from typing import Any
 
 import orjson
 
-from contagent.agents._util import read_json
-from contagent.agents.base import DUMMY_KEY, IN_CONTAINER, AgentReport, AgentSettings, Api, Launch
-
-_MAIN = Path(__file__).with_name("inside") / "mini_main.py"
-#: a bound on the trajectory read back (agent output is untrusted)
-TRAJECTORY_LIMIT_BYTES = 256 * 1024 * 1024
+from contagent.agents._util import LOG_LIMIT_BYTES, inside_program, read_json
+from contagent.agents.base import DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
 
 
 def model_kwargs(s: AgentSettings) -> dict[str, Any]:
@@ -75,14 +71,7 @@ class MiniSweAgent:
             "max_iterations": settings.max_iterations,
             "out_dir": settings.out_dir,
         }
-        here = f"{IN_CONTAINER}/agent"
-        return Launch(
-            argv=["/opt/venv/bin/python", f"{here}/mini_main.py", f"{here}/mini.json"],
-            files=[
-                ("mini_main.py", _MAIN.read_bytes(), 0o644),
-                ("mini.json", orjson.dumps(cfg, option=orjson.OPT_INDENT_2), 0o644),
-            ],
-        )
+        return inside_program("mini_main.py", "mini.json", cfg, env={})
 
     def report(self, out_dir: Path) -> AgentReport:
         data = read_json(out_dir / "mini-report.json")
@@ -99,8 +88,8 @@ class MiniSweAgent:
 def trajectory_lines(path: Path) -> list[bytes]:
     """The trajectory document as JSON lines: ``{"info": ...}``, then one line per message."""
     try:
-        if path.stat().st_size > TRAJECTORY_LIMIT_BYTES:
-            return [orjson.dumps({"unparsed": f"trajectory over {TRAJECTORY_LIMIT_BYTES} bytes"})]
+        if path.stat().st_size > LOG_LIMIT_BYTES:
+            return [orjson.dumps({"unparsed": f"trajectory over {LOG_LIMIT_BYTES} bytes"})]
         doc = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return []

@@ -11,14 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from contagent.agents._util import jsonl_objects, read_json
-from contagent.agents.base import DUMMY_KEY, IN_CONTAINER, AgentReport, AgentSettings, Api, Launch
-
-_MAIN = Path(__file__).with_name("inside") / "openhands_main.py"
-#: a bound on the event log read back (agent output is untrusted)
-EVENTS_LIMIT_BYTES = 256 * 1024 * 1024
+from contagent.agents._util import inside_program, jsonl_objects, read_json
+from contagent.agents.base import DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
 
 
 def llm_kwargs(s: AgentSettings, model: str) -> dict[str, Any]:
@@ -83,16 +77,9 @@ class OpenHands:
             "max_iterations": settings.max_iterations,
             "out_dir": settings.out_dir,
         }
-        here = f"{IN_CONTAINER}/agent"
-        return Launch(
-            argv=["/opt/venv/bin/python", f"{here}/openhands_main.py", f"{here}/openhands.json"],
-            # SDK logs as one JSON object a line in <name>.err, not rich-wrapped text.
-            env={"LOG_JSON": "1", "LOG_RICH_TRACEBACKS": "false"},
-            files=[
-                ("openhands_main.py", _MAIN.read_bytes(), 0o644),
-                ("openhands.json", orjson.dumps(cfg, option=orjson.OPT_INDENT_2), 0o644),
-            ],
-        )
+        # SDK logs as one JSON object a line in <name>.err, not rich-wrapped text.
+        env = {"LOG_JSON": "1", "LOG_RICH_TRACEBACKS": "false"}
+        return inside_program("openhands_main.py", "openhands.json", cfg, env)
 
     def report(self, out_dir: Path) -> AgentReport:
         data = read_json(out_dir / "openhands-report.json")
@@ -102,7 +89,7 @@ class OpenHands:
             iterations=data.get("iterations"),
             skills_loaded=data.get("skills_loaded"),
             error=data.get("error"),
-            events=jsonl_objects(out_dir / "events.jsonl", EVENTS_LIMIT_BYTES),
+            events=jsonl_objects(out_dir / "events.jsonl"),
         )
 
 

@@ -29,7 +29,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _run(argv: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None) -> int:
+def _run(argv: list[str], cwd: Path, log: Path, *, stderr: int | None, env: dict[str, str]) -> int:
+    """``argv``'s exit code, its stdout in ``log``; ``stderr=None`` leaves stderr on the container's."""
     # no timeout here: the host kills the whole container at the rollout's timeout
     with log.open("wb") as out:
         try:
@@ -37,9 +38,9 @@ def _run(argv: list[str], cwd: Path, log: Path, env: dict[str, str] | None = Non
                 argv,
                 cwd=cwd,
                 stdout=out,
-                stderr=subprocess.STDOUT if env is None else None,
+                stderr=stderr,
                 stdin=subprocess.DEVNULL,
-                env=None if env is None else {**os.environ, **env},
+                env={**os.environ, **env},
                 check=False,
             ).returncode
         except OSError as exc:  # e.g. the agent is not installed in this image
@@ -67,12 +68,16 @@ def main(argv: list[str]) -> int:
 
     def script(name: str) -> Callable[[], int]:
         path = settings[f"{name}_script"]
-        return lambda: _run(["bash", path], workspace, out / f"{name}.log")
+        log = out / f"{name}.log"
+        return lambda: _run(["bash", path], workspace, log, stderr=subprocess.STDOUT, env={})
 
-    launch = settings["launch"]
+    def agent() -> int:
+        launch = settings["launch"]
+        return _run(launch["argv"], workspace, out / "agent.stdout", stderr=None, env=launch["env"])
+
     if phase("setup", script("setup")) != 0:
         return 0
-    phase("agent", lambda: _run(launch["argv"], workspace, out / "agent.stdout", launch["env"]))
+    phase("agent", agent)
     phase("evaluate", script("evaluate"))
     return 0
 

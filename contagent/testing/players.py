@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from contagent.chat import message_text
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
+from contagent.testing.responses_moves import is_responses
 
 #: the secret exp_001's setup.sh writes
 SECRET = re.compile(r"s-[0-9a-f]{24}")
@@ -81,7 +82,7 @@ def any_agent() -> Callable[[StubRequest], Reply]:
     """One player for all three: Codex speaks Responses, mini-swe-agent has only ``bash``."""
 
     def play(req: StubRequest) -> Reply:
-        if req.path.split("?")[0].endswith("/responses"):
+        if is_responses(req):
             return codex(req)
         if _tool_names(req) == {"bash"}:
             return mini(req)
@@ -96,8 +97,7 @@ def seen_secrets(requests: list[StubRequest]) -> set[str]:
     for req in requests:
         if req.json is None:  # not a generation: the run's preflight GET /v1/models
             continue
-        responses = req.path.split("?")[0].endswith("/responses")
-        for out in codex_outputs(req) if responses else tool_outputs(req):
+        for out in codex_outputs(req) if is_responses(req) else tool_outputs(req):
             if m := SECRET.search(out):
                 found.add(m.group(0))
     return found

@@ -7,11 +7,13 @@ import sys
 import tomllib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from contagent.agents import AGENTS, AgentSettings, get_agent, unhonoured
+from contagent.agents.base import AGENT_DIR
 from contagent.agents.codex import AGENT as CODEX
 from contagent.agents.codex import config_toml
 from contagent.agents.mini_swe_agent import AGENT as MINI
@@ -21,6 +23,8 @@ from contagent.agents.openhands import llm_kwargs
 from contagent.errors import ContagentError
 from contagent.runner import agent_main
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name
+from contagent.testing.llm_stub import StubRequest
+from contagent.testing.players import any_agent, seen_secrets
 
 BASE = AgentSettings(
     task="do it",
@@ -76,6 +80,14 @@ def test_codex_provider_points_at_the_proxy_with_the_responses_api() -> None:
     assert b"--json" in files["codex.sh"] and launch.env["CODEX_HOME"].endswith("codex-home")
 
 
+def test_each_launch_runs_the_files_it_ships() -> None:
+    for agent in AGENTS.values():
+        launch = agent.launch(BASE)
+        shipped = {f"{AGENT_DIR}/{path}" for path, _, _ in launch.files}
+        named = {arg for arg in launch.argv if arg.startswith(AGENT_DIR)}
+        assert named and named <= shipped, agent.name
+
+
 def test_unhonoured_fields_are_named_in_one_line() -> None:
     requested = {"max_iterations": 5, "temperature": 0.3, "top_p": None, "extra_body": {}}
     assert unhonoured(OPENHANDS, ("s",), requested) is None
@@ -87,24 +99,24 @@ def test_unhonoured_fields_are_named_in_one_line() -> None:
     assert "--top-p" not in line and "--extra-body" not in line
 
 
+def _run_config(tmp_path: Path, **options: Any) -> RunConfig:
+    llm = LlmOptions(served_model_name="m")
+    return RunConfig(
+        experiments_dir=tmp_path, log_dir=tmp_path, upstream_url="http://x", llm=llm, **options
+    )
+
+
 def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
     assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex"}
     assert rollout_name("exp_001", 0, "codex") == "exp_001__codex"
     assert rollout_name("exp_001", 1, "codex") == "exp_001_r1__codex"
     with pytest.raises(ContagentError, match="not a known agent"):
         get_agent("nope")
-    llm = LlmOptions(served_model_name="m")
-    common = {
-        "experiments_dir": tmp_path,
-        "log_dir": tmp_path,
-        "upstream_url": "http://x",
-        "llm": llm,
-    }
     with pytest.raises(ContagentError, match="not a known agent"):
-        RunConfig(**common, agents=("openhands", "nope"))  # type: ignore[arg-type]
+        _run_config(tmp_path, agents=("openhands", "nope"))
     with pytest.raises(ContagentError, match="once"):
-        RunConfig(**common, agents=("codex", "codex"))  # type: ignore[arg-type]
-    cfg = RunConfig(**common, agents=("codex",), image="oh:1")  # type: ignore[arg-type]
+        _run_config(tmp_path, agents=("codex", "codex"))
+    cfg = _run_config(tmp_path, agents=("codex",), image="oh:1")
     assert cfg.image_for("openhands", OPENHANDS.image) == "oh:1"
     assert cfg.image_for("codex", CODEX.image) == CODEX.image
 
@@ -129,6 +141,26 @@ def test_mini_trajectory_document_becomes_json_lines(tmp_path: Path) -> None:
     assert "unreadable" in orjson.loads(bad)["unparsed"]
 
 
+def test_openhands_report_and_event_log_are_read_back(tmp_path: Path) -> None:
+    empty = OPENHANDS.report(tmp_path)  # the agent left nothing (killed, or never started)
+    assert (empty.version, empty.iterations, empty.events) == (None, None, [])
+    report = {
+        "version": "1.2",
+        "stop_condition": "finished",
+        "iterations": 4,
+        "skills_loaded": ["s"],
+    }
+    (tmp_path / "openhands-report.json").write_text(json.dumps(report))
+    (tmp_path / "events.jsonl").write_text('{"kind": "MessageEvent"}\n{"kind": "Act')
+    got = OPENHANDS.report(tmp_path)
+    assert (got.version, got.stop_condition, got.iterations) == ("1.2", "finished", 4)
+    assert got.skills_loaded == ["s"] and got.error is None
+    assert [orjson.loads(e) for e in got.events] == [
+        {"kind": "MessageEvent"},
+        {"unparsed": '{"kind": "Act'},
+    ]
+
+
 def test_codex_event_log_is_read_back(tmp_path: Path) -> None:
     events = [
         {"type": "thread.started", "thread_id": "t"},
@@ -142,6 +174,9 @@ def test_codex_event_log_is_read_back(tmp_path: Path) -> None:
     (tmp_path / "agent.stdout").write_text(text)
     (tmp_path / "codex-version.txt").write_text("codex-cli 0.171.0\n")
     report = CODEX.report(tmp_path)
+    assert report.skills_loaded == []
+    (tmp_path / "codex-skills.txt").write_text("zeta\nalpha\n")
+    assert CODEX.report(tmp_path).skills_loaded == ["alpha", "zeta"]
     assert (report.version, report.stop_condition, report.iterations) == ("0.171.0", "finished", 2)
     assert orjson.loads(report.events[-1]) == {"unparsed": "not json"}
     failed = [*events[:3], {"type": "turn.failed", "error": {"message": "stream closed\nmore"}}]
@@ -154,7 +189,7 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
     """agent_main.py as the container runs it: setup, the agent's command, evaluate."""
     ws, out = tmp_path / "ws", tmp_path / "out"
     ws.mkdir()
-    (tmp_path / "setup.sh").write_text("echo set > marker\n")
+    (tmp_path / "setup.sh").write_text("echo set > marker\necho setup-said >&2\n")
     (tmp_path / "evaluate.sh").write_text("grep -q agent-ran marker\n")
     settings = {
         "workspace": str(ws),
@@ -165,7 +200,8 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
             "argv": [
                 sys.executable,
                 "-c",
-                "import os;open('marker','a').write(os.environ['X']);print('hi')",
+                "import os,sys;open('marker','a').write(os.environ['X']);print('hi');"
+                "print('agent-said', file=sys.stderr)",
             ],
             "env": {"X": "agent-ran"},
         },
@@ -174,7 +210,9 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
     assert agent_main.main(["agent_main.py", str(tmp_path / "settings.json")]) == 0
     outcome = json.loads((out / "outcome.json").read_text())
     assert outcome["exit_codes"] == {"setup": 0, "agent": 0, "evaluate": 0}
+    # a script's stderr is in its log; the agent's is on the container's, not in agent.stdout
     assert (out / "agent.stdout").read_text() == "hi\n"
+    assert (out / "setup.log").read_text() == "setup-said\n"
     settings["launch"] = {"argv": ["/no/such/agent"], "env": {}}
     (tmp_path / "settings.json").write_text(json.dumps(settings))
     agent_main.main(["agent_main.py", str(tmp_path / "settings.json")])
@@ -213,20 +251,36 @@ def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path
 
     experiments, problems = discover_experiments(REPO / "experiments", ["exp_001"], REPO / "skills")
     assert problems == []
-    llm = LlmOptions(served_model_name="m")
-    common = {
-        "experiments_dir": tmp_path,
-        "log_dir": tmp_path,
-        "upstream_url": "http://x",
-        "llm": llm,
-    }
-    one = plan_rollouts(RunConfig(**common, repeat=2), experiments)  # type: ignore[arg-type]
+    one = plan_rollouts(_run_config(tmp_path, repeat=2), experiments)
     assert [(p.name, p.agent) for p in one] == [
         ("exp_001", "openhands"),
         ("exp_001_r1", "openhands"),
     ]
-    several = RunConfig(**common, agents=("codex", "mini-swe-agent"))  # type: ignore[arg-type]
+    several = _run_config(tmp_path, agents=("codex", "mini-swe-agent"))
     assert [p.name for p in plan_rollouts(several, experiments)] == [
         "exp_001__codex",
         "exp_001__mini-swe-agent",
     ]
+
+
+def _stub_request(path: str, body: dict[str, object] | None) -> StubRequest:
+    return StubRequest(0, "POST" if body else "GET", path, {}, b"", body)
+
+
+def test_the_one_player_answers_each_agent_in_its_own_shape() -> None:
+    secret = "s-" + "0" * 24
+    play = any_agent()
+    chat = {"messages": [{"role": "tool", "content": f"{secret}\n"}]}
+    openhands = play(_stub_request("/r/x/v1/chat/completions", chat))
+    only_bash = [{"type": "function", "function": {"name": "bash"}}]
+    mini = play(_stub_request("/r/x/v1/chat/completions", {**chat, "tools": only_bash}))
+    item = {"type": "function_call_output", "output": secret}
+    codex = play(_stub_request("/r/x/v1/responses?x=1", {"input": [item]}))
+    names = [r.tool_calls[0].name if r.tool_calls else None for r in (openhands, mini, codex)]
+    assert names == ["terminal", "bash", "exec_command"]
+    assert all(f"pass:{secret}" in r.tool_calls[0].arguments_json for r in (openhands, mini, codex))
+    requests = [
+        _stub_request("/r/x/v1/models", None),
+        _stub_request("/r/x/v1/responses", {"input": [item]}),
+    ]
+    assert seen_secrets(requests) == {secret}
