@@ -42,7 +42,8 @@ def jsonl_objects(path: Path) -> list[bytes]:
     ``{"unparsed": "<text>"}`` so that ``<name>.log`` stays one JSON object a line.
     """
     try:
-        data = path.read_bytes()[:LOG_LIMIT_BYTES]
+        with path.open("rb") as fh:  # read no more than the bound, whatever the agent wrote
+            data = fh.read(LOG_LIMIT_BYTES)
     except OSError:
         return []
     out: list[bytes] = []

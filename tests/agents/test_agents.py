@@ -284,3 +284,13 @@ def test_the_one_player_answers_each_agent_in_its_own_shape() -> None:
         _stub_request("/r/x/v1/responses", {"input": [item]}),
     ]
     assert seen_secrets(requests) == {secret}
+
+
+def test_an_agent_log_is_read_up_to_its_bound_only(tmp_path: Path, monkeypatch: Any) -> None:
+    from contagent.agents import _util
+
+    monkeypatch.setattr(_util, "LOG_LIMIT_BYTES", 20)
+    log = tmp_path / "events.jsonl"
+    log.write_bytes(b'{"n": 1}\n{"n": 2}\n{"n": 3}\n' * 1000)
+    lines = _util.jsonl_objects(log)
+    assert lines == [b'{"n":1}', b'{"n":2}', b'{"unparsed":"{\\""}']  # cut at byte 20
