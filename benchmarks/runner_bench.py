@@ -106,16 +106,6 @@ def _ray_cluster(workers: int, cpus: int) -> Any:
         return None
 
 
-def _ray_cluster(workers: int, cpus: int) -> Any:
-    try:
-        from contagent.testing.ray_cluster import LocalRayCluster
-
-        return LocalRayCluster(workers=workers, cpus=cpus)
-    except ImportError:
-        print("ray is not installed (pip install -e '.[ray]'): local runner only")
-        return None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -41,6 +41,8 @@ class _Progress:
         if event.kind in ("ready", "paused", "stopped"):
             style = {"ready": "green", "paused": "yellow", "stopped": "red"}[event.kind]
             console.print(f"[{style}]{event.kind}:[/]", Text(event.message), soft_wrap=True)
+        elif event.kind == "notice":
+            console.print(f"[yellow]{event.name}:[/]", Text(event.message), soft_wrap=True)
         elif event.kind == "waiting" and not self.status:  # once; the live line shows the rest
             console.print(Text(event.message), soft_wrap=True)
         with self.lock:
@@ -52,8 +54,6 @@ class _Progress:
                 self.total = event.total
             elif event.kind == "problem":
                 self.problems.append(event.message)
-            elif event.kind == "notice":
-                console.print(f"[yellow]{event.name}:[/]", Text(event.message), soft_wrap=True)
             elif event.kind == "started":
                 self.running[event.name] = time.monotonic()
             elif event.kind in ("finished", "skipped"):

@@ -86,13 +86,11 @@ class RunConfig:
     rollout_cpus: float = 1.0  # CPUs each rollout's Ray task asks for
     #: the agents every experiment runs with (``--agent``, repeatable)
     agents: tuple[str, ...] = ("openhands",)
-    #: images per agent other than openhands (whose image is ``image``); default: the agent's own
-    agent_images: dict[str, str] = field(default_factory=dict)
 
     def image_for(self, agent: str, default: str) -> str:
-        if agent == "openhands":
-            return self.image
-        return self.agent_images.get(agent, default)
+        """The image ``agent`` runs in: ``image`` (--openhands-image) for OpenHands, else
+        ``default``, the agent's own."""
+        return self.image if agent == "openhands" else default
 
     def runner_images(self) -> list[tuple[str, str]]:
         """(agent, image) for every agent of the run: what each node must have."""

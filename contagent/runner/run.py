@@ -180,10 +180,10 @@ def run_experiments(
         summary.wall_s = time.monotonic() - t0
         return summary
 
-    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
     server = LlmServer(
         config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
     )
+    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
 
     def wait_for_server(seconds: float) -> float:
         return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))

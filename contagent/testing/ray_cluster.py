@@ -11,8 +11,6 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 
@@ -66,12 +64,3 @@ class LocalRayCluster:
     def stop(self) -> None:
         self._cluster.shutdown()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
-@contextmanager
-def local_ray_cluster(workers: int = 2, cpus: float = 1) -> Iterator[LocalRayCluster]:
-    cluster = LocalRayCluster(workers, cpus)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()

@@ -128,6 +128,8 @@ def test_token_totals_and_wire_params(tmp_path: Path) -> None:
         ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 0}}, False, None, "passed"),
         ({"exit_codes": {"setup": 0, "agent": 0, "evaluate": 1}}, False, None, "failed"),
         ({"exit_codes": {"setup": 0, "agent": 1, "evaluate": 0}}, False, None, "agent_error"),
+        # any non-zero exit of the agent's own process (a CLI agent's usage error, a crash)
+        ({"exit_codes": {"setup": 0, "agent": 2, "evaluate": 0}}, False, None, "agent_error"),
         ({"exit_codes": {"setup": 2}}, False, None, "infra_error"),
         ({}, False, None, "infra_error"),
         ({"exit_codes": {"setup": 0, "agent": 0}}, True, None, "timeout"),
@@ -144,6 +146,8 @@ def test_verdicts(outcome: dict, timed_out: bool, cancelled: str | None, status:
     assert verdict == status
     if cancelled is not None:
         assert error == cancelled  # the reason the run gave for stopping it
+    if verdict == "agent_error":
+        assert error == f"the agent exited {outcome['exit_codes']['agent']}"
 
 
 def test_rollout_ids_that_would_collide_are_refused(tmp_path: Path) -> None:

@@ -44,4 +44,5 @@ def test_ray_address_without_ray_installed_is_one_line(tmp_path: Path) -> None:
 
 def test_rollout_cpus_must_be_positive(tmp_path: Path) -> None:
     proc = cli("run", "--served-model-name", "m", "--rollout-cpus", "0", "--ray-address", "auto")
-    assert proc.returncode != 0 and "--rollout-cpus must be positive" in proc.stderr + proc.stdout
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--rollout-cpus must be positive" in proc.stderr
