@@ -24,12 +24,15 @@ def _answer(outputs: list[str]) -> str:
     return f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
 
 
-def _shell_move(outputs: list[str]) -> str | None:
-    """exp_001's two shell commands, from the tool outputs so far; None once both ran."""
+def _shell_move(outputs: list[str], answer: str | None = None) -> str | None:
+    """exp_001's two shell commands, from the tool outputs so far; None once both ran.
+
+    ``answer`` overrides what is written (a wrong answer)."""
     if not outputs:
         return "cat ~/workspace/secret.txt"
     if len(outputs) == 1:
-        return f"printf '%s' '{_answer(outputs)}' > ~/workspace/result.txt"
+        value = answer if answer is not None else _answer(outputs)
+        return f"printf '%s' '{value}' > ~/workspace/result.txt"
     return None
 
 
@@ -58,12 +61,27 @@ def mini(req: StubRequest) -> Reply:
     return Reply(content="Next step.", tool_calls=[ToolCall("bash", {"command": command})])
 
 
-def openhands(req: StubRequest) -> Reply:
-    command = _shell_move(tool_outputs(req))
-    if command is None:
-        return Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
+def terminal(command: str) -> Reply:
+    """OpenHands' terminal tool called with ``command``."""
     call = ToolCall("terminal", {"command": command, "security_risk": "LOW"})
     return Reply(content=None, tool_calls=[call])
+
+
+#: OpenHands' finish tool
+FINISH = Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
+
+
+def openhands_writing(answer: str | None = None) -> Callable[[StubRequest], Reply]:
+    """OpenHands' model; ``answer`` overrides what it writes (a wrong answer)."""
+
+    def play(req: StubRequest) -> Reply:
+        command = _shell_move(tool_outputs(req), answer)
+        return FINISH if command is None else terminal(command)
+
+    return play
+
+
+openhands = openhands_writing()
 
 
 PLAYERS: dict[str, Callable[[StubRequest], Reply]] = {

@@ -7,7 +7,6 @@ reached by the recording proxy (on the host), never by the containers.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,23 +16,23 @@ from typing import Any
 
 import pytest
 
-from contagent.chat import message_text
 from contagent.runner import docker_ops
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.run import RunSummary, run_experiments
 from contagent.testing.llm_stub import (
-    Reply,
     RunningStub,
     Script,
     StubRequest,
-    ToolCall,
     start_stub_in_thread,
 )
+from contagent.testing.players import FINISH, SECRET, terminal, tool_outputs
+from contagent.testing.players import openhands_writing as secret_player
+
+__all__ = ["FINISH", "SECRET", "secret_player", "terminal", "tool_outputs"]
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER_IMAGE = os.environ.get("CONTAGENT_RUNNER_IMAGE", "contagent-runner:latest")
 BASE_IMAGE = os.environ.get("CONTAGENT_BASE_IMAGE", "contagent-base:trixie")
-SECRET = re.compile(r"s-[0-9a-f]{24}")
 #: the model name the stubs list on GET /v1/models, and the runs ask for
 MODEL = "stub-model"
 
@@ -82,42 +81,6 @@ def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
 def chat_requests(stub: RunningStub) -> list[StubRequest]:
     """What the agent asked the model (without the runner's GET /v1/models checks)."""
     return [r for r in stub.requests if r.method == "POST"]
-
-
-def tool_outputs(req: StubRequest) -> list[str]:
-    return [message_text(m.get("content")) for m in req.json["messages"] if m.get("role") == "tool"]
-
-
-def terminal(command: str) -> Reply:
-    return Reply(
-        content=None,
-        tool_calls=[ToolCall("terminal", {"command": command, "security_risk": "LOW"})],
-    )
-
-
-FINISH = Reply(content=None, tool_calls=[ToolCall("finish", {"message": "done"})])
-
-
-def secret_player(answer: str | None = None) -> Callable[[StubRequest], Reply]:
-    """Plays exp_001 as a model would: read the secret, write the answer from what it saw, finish.
-
-    ``answer`` overrides what is written (a wrong answer); the moves depend only
-    on the request, so concurrent rollouts can share one stub.
-    """
-
-    def play(req: StubRequest) -> Reply:
-        outputs = tool_outputs(req)
-        if not outputs:
-            return terminal("cat ~/workspace/secret.txt")
-        if len(outputs) == 1:
-            seen = SECRET.search(outputs[0])
-            value = (
-                answer if answer is not None else f"pass:{seen.group(0) if seen else 'NOT-SEEN'}"
-            )
-            return terminal(f"printf '%s' '{value}' > ~/workspace/result.txt")
-        return FINISH
-
-    return play
 
 
 @pytest.fixture
