@@ -23,7 +23,7 @@ import docker.errors
 import requests.exceptions
 
 from contagent.agents import Agent, AgentReport, AgentSettings, Launch, get_agent
-from contagent.agents.base import IN_CONTAINER, WORKSPACE
+from contagent.agents.base import AGENT_DIR, IN_CONTAINER, WORKSPACE
 from contagent.chat import sum_usage
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
@@ -124,13 +124,15 @@ def _settings(
 
 def _runner_archive(plan: RolloutPlan, settings: dict[str, Any], launch: Launch) -> bytes:
     exp = plan.experiment
+    root = IN_CONTAINER.lstrip("/")  # the archive is unpacked at /
+    agent_dir = AGENT_DIR.lstrip("/")
     entries: list[tuple[str, Path | bytes, int]] = [
-        ("contagent/agent_main.py", AGENT_MAIN.read_bytes(), 0o644),
-        ("contagent/settings.json", json.dumps(settings, indent=2).encode(), 0o644),
-        ("contagent/experiment/setup.sh", exp.setup_script, 0o755),
-        ("contagent/experiment/evaluate.sh", exp.evaluate_script, 0o755),
+        (f"{root}/agent_main.py", AGENT_MAIN.read_bytes(), 0o644),
+        (f"{root}/settings.json", json.dumps(settings, indent=2).encode(), 0o644),
+        (f"{root}/experiment/setup.sh", exp.setup_script, 0o755),
+        (f"{root}/experiment/evaluate.sh", exp.evaluate_script, 0o755),
     ]
-    entries += [(f"contagent/agent/{p}", data, mode) for p, data, mode in launch.files]
+    entries += [(f"{agent_dir}/{p}", data, mode) for p, data, mode in launch.files]
     if exp.workspace.is_dir():
         entries.append(("root/workspace", exp.workspace, 0))
     for skill_dir in exp.skill_dirs:
