@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -129,6 +130,27 @@ def raw_address(proxy: RunningProxy, rollout_id: str = "r1") -> tuple[str, int, 
     url = urlsplit(proxy.rollout_base_url(rollout_id))
     assert url.hostname is not None and url.port is not None
     return url.hostname, url.port, url.path
+
+
+def read_all(sock: socket.socket, until: bytes = b"") -> bytes:
+    """What the peer sends until it closes (or until ``until`` shows up)."""
+    out = bytearray()
+    while not (until and until in out):
+        got = sock.recv(1 << 20)
+        if not got:
+            break
+        out += got
+    return bytes(out)
+
+
+def raw_exchange(
+    proxy: RunningProxy, payload: bytes, until: bytes = b"", timeout: float = 10
+) -> bytes:
+    """Send raw bytes on a new connection; what comes back, as :func:`read_all` reads it."""
+    host, port, _ = raw_address(proxy)
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        return read_all(sock, until)
 
 
 def raw_post(path: str, body: bytes, extra: str = "", version: str = "1.1") -> bytes:
