@@ -12,6 +12,7 @@ import openai
 import orjson
 import pytest
 
+from contagent._loopthread import InThread
 from contagent.proxy import RunningProxy, start_proxy_in_thread
 from contagent.records import OutcomeRecord, RequestRecord
 from contagent.testing.llm_stub import RunningStub, Script, start_stub_in_thread
@@ -32,6 +33,22 @@ def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
     yield make
     for stub in started:
         stub.stop()
+
+
+@pytest.fixture
+def upstream() -> Iterator[Callable[[Any], Any]]:
+    """Serves a test server of tests/proxy/upstreams.py on its own thread until the test ends;
+    returns the started server (its ``url``, ``port``, what it saw)."""
+    started: list[InThread[Any]] = []
+
+    def start(service: Any) -> Any:
+        served = InThread(service, "test-upstream")
+        started.append(served)
+        return served.service
+
+    yield start
+    for served in started:
+        served.stop()
 
 
 @pytest.fixture

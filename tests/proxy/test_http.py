@@ -12,7 +12,6 @@ import orjson
 import pytest
 from aiohttp import web
 
-from contagent._loopthread import InThread
 from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
 from tests.proxy.conftest import (
@@ -105,17 +104,10 @@ COMPLETION = {
 
 
 @pytest.fixture
-def odd_upstream():
-    started: list[InThread[AiohttpUpstream]] = []
-
-    def make(handler, ssl_context=None, **server_kw) -> AiohttpUpstream:
-        served = InThread(AiohttpUpstream(handler, ssl_context, **server_kw), "odd-upstream")
-        started.append(served)
-        return served.service
-
-    yield make
-    for served in started:
-        served.stop()
+def odd_upstream(upstream):
+    return lambda handler, ssl_context=None, **kw: upstream(
+        AiohttpUpstream(handler, ssl_context, **kw)
+    )
 
 
 def test_gzip_from_upstream_is_decoded_for_record_and_client(odd_upstream, proxy_factory, tmp_path):
