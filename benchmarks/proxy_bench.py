@@ -9,7 +9,7 @@ visible: the scripted upstream (``python -m contagent.testing.llm_stub``), the
 proxy (``contagent proxy``), two minimal pass-throughs for reference (on
 aiohttp, the original reference point, and on the proxy's own HTTP stack: the gap to the
 latter is the price of the record), that second one again with the least
-record requires (request body parsed and appended before forwarding:
+record the contract requires (request body parsed and appended before forwarding:
 a bound on what any recorder on this stack can keep), optionally the LiteLLM
 proxy, and this load generator (aiohttp). Requests to the targets are
 interleaved so that machine noise hits all of them alike. Workloads:

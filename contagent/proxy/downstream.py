@@ -93,7 +93,8 @@ class ClientConnection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._size = 0
         self._in_head = False
-        self._head_size = 0  # bytes of the head so far: parsed fields, or raw bytes read
+        self._head_size = 0  # bytes of the head's parsed target and fields
+        self._head_read = 0  # bytes of the reads that began and ended inside the head
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_started = 0.0
         self._continue = False  # a 100 Continue is owed once this request's turn comes
@@ -126,8 +127,8 @@ class ClientConnection(asyncio.Protocol):
                 self._refuse(400, f"malformed HTTP request: {exc}")
         else:
             if in_head and self._in_head:  # a head trickling in: llhttp buffers its fields
-                self._head_size += len(data)
-                if self._head_size > self.limits.max_head:
+                self._head_read += len(data)  # apart: these bytes may hold parsed fields too
+                if self._head_read > self.limits.max_head:
                     self._refuse(431, f"request head over {self.limits.max_head} bytes")
 
     def eof_received(self) -> bool:
@@ -162,7 +163,7 @@ class ClientConnection(asyncio.Protocol):
         self._body = []
         self._size = 0
         self._in_head = True
-        self._head_size = 0
+        self._head_size = self._head_read = 0
         if self.busy:  # pipelined: read no further until it is its turn
             self._pause_reading()
         self._head_started = now = self.loop.time()

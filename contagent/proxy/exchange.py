@@ -17,9 +17,10 @@ import orjson
 
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.http1 import error_body, relayed_response_headers
-from contagent.proxy.recorder import outcome_record, verbatim
+from contagent.proxy.recorder import verbatim
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.proxy.upstream import UpstreamConnection
+from contagent.records import outcome_record
 from contagent.rules import completeness
 
 log = logging.getLogger(__name__)

@@ -30,10 +30,6 @@ import orjson
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
 
-# built in records.py (one home for the record shapes); imported from here by the proxy
-from contagent.records import outcome_record as outcome_record
-from contagent.records import request_record as request_record
-
 log = logging.getLogger(__name__)
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from contagent.errors import ContagentError
-from contagent.proxy.http1 import BodyDecoder, body_decoder, tokens
+from contagent.proxy.http1 import NO_BODY_STATUS, BodyDecoder, body_decoder, tokens
 from contagent.proxy.tunnel import open_tunnel, outbound_proxy
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class UpstreamConnection(asyncio.Protocol):
                 framed = True
             elif low == b"content-encoding":
                 encoded = True
-        no_body = sink.head_only or status in (204, 304)
+        no_body = sink.head_only or status in NO_BODY_STATUS
         decoder = body_decoder(headers) if encoded and not no_body else None
         if decoder:  # asked for identity; decoded anyway so record and client get plain bytes
             self.decoder = decoder
@@ -307,10 +307,10 @@ class UpstreamPool:
         self.host_header = (host if default_port else f"{host}:{self.port}").encode("idna")
         self.base_path = parts.path.rstrip("/").encode()
         self.via = outbound_proxy(parts.scheme, self.host)
-        plain_via = self.via is not None and not self.tls
+        plain_via = None if self.tls else self.via
         #: what a request head adds for a plain outbound proxy: absolute-form targets, its auth
         self.target_prefix = b"http://" + self.host_header if plain_via else b""
-        self.proxy_auth = self.via.auth_line if plain_via and self.via else b""
+        self.proxy_auth = plain_via.auth_line if plain_via else b""
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.limit = max(1, limit)

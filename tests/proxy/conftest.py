@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import openai
 import orjson
 import pytest
 
+from contagent._loopthread import InThread
 from contagent.proxy import RunningProxy, start_proxy_in_thread
 from contagent.records import OutcomeRecord, RequestRecord
 from contagent.testing.llm_stub import RunningStub, Script, start_stub_in_thread
@@ -31,6 +33,22 @@ def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
     yield make
     for stub in started:
         stub.stop()
+
+
+@pytest.fixture
+def upstream() -> Iterator[Callable[[Any], Any]]:
+    """Serves a test server of tests/proxy/upstreams.py on its own thread until the test ends;
+    returns the started server (its ``url``, ``port``, what it saw)."""
+    started: list[InThread[Any]] = []
+
+    def start(service: Any) -> Any:
+        served = InThread(service, "test-upstream")
+        started.append(served)
+        return served.service
+
+    yield start
+    for served in started:
+        served.stop()
 
 
 @pytest.fixture
@@ -129,6 +147,27 @@ def raw_address(proxy: RunningProxy, rollout_id: str = "r1") -> tuple[str, int, 
     url = urlsplit(proxy.rollout_base_url(rollout_id))
     assert url.hostname is not None and url.port is not None
     return url.hostname, url.port, url.path
+
+
+def read_all(sock: socket.socket, until: bytes = b"") -> bytes:
+    """What the peer sends until it closes (or until ``until`` shows up)."""
+    out = bytearray()
+    while not (until and until in out):
+        got = sock.recv(1 << 20)
+        if not got:
+            break
+        out += got
+    return bytes(out)
+
+
+def raw_exchange(
+    proxy: RunningProxy, payload: bytes, until: bytes = b"", timeout: float = 10
+) -> bytes:
+    """Send raw bytes on a new connection; what comes back, as :func:`read_all` reads it."""
+    host, port, _ = raw_address(proxy)
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        return read_all(sock, until)
 
 
 def raw_post(path: str, body: bytes, extra: str = "", version: str = "1.1") -> bytes:

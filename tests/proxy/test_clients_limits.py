@@ -12,17 +12,17 @@ import requests
 
 from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import exchanges, raw_address, raw_post, wait_for
+from tests.proxy.conftest import (
+    exchanges,
+    raw_address,
+    raw_exchange,
+    raw_post,
+    read_all,
+    wait_for,
+)
 
 MSGS = [{"role": "user", "content": "hi"}]
 BODY = orjson.dumps({"model": "m", "messages": MSGS})
-
-
-def _read_all(sock: socket.socket) -> bytes:
-    out = []
-    while got := sock.recv(1 << 20):
-        out.append(got)
-    return b"".join(out)
 
 
 def test_a_long_target_gets_414_for_requests(stub_factory, proxy_factory, tmp_path):
@@ -57,7 +57,7 @@ def test_a_slowloris_client_is_closed(stub_factory, proxy_factory, tmp_path):
             except OSError:
                 break
             time.sleep(0.1)
-        raw = _read_all(sock)
+        raw = read_all(sock)
     assert raw.startswith(b"HTTP/1.1 408 ") and time.monotonic() - t0 < 5
     assert stub.requests == []
 
@@ -70,10 +70,10 @@ def test_connections_over_the_cap_get_503(stub_factory, proxy_factory):
     try:
         wait_for(lambda: len(proxy.proxy._conns) == 2)
         with socket.create_connection((host, port), timeout=10) as extra:
-            raw = _read_all(extra)
+            raw = read_all(extra)
         assert raw.startswith(b"HTTP/1.1 503 ") and b"Connection: close" in raw
         held[0].sendall(raw_post(path + "/chat/completions", BODY, "Connection: close\r\n"))
-        assert b'"served"' in _read_all(held[0]), "connections within the cap are served"
+        assert b'"served"' in read_all(held[0]), "connections within the cap are served"
     finally:
         for s in held:
             s.close()
@@ -92,22 +92,21 @@ def test_a_pipelining_client_that_never_reads_cannot_make_the_proxy_buffer(
         time.sleep(1.5)  # time for the proxy to (wrongly) answer all of them into its memory
         answered = len(stub.requests)
         assert answered < 40, f"{answered} requests answered into a client that never reads"
-        raw = _read_all(sock)  # reading again: every request is answered, in order
+        raw = read_all(sock)  # reading again: every request is answered, in order
     assert raw.count(b"HTTP/1.1 200 OK") == 100 and len(stub.requests) == 100
 
 
 def test_trailer_fields_are_neither_forwarded_nor_recorded(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply()])
     proxy = proxy_factory(stub.url)
-    host, port, path = raw_address(proxy)
-    with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(
-            f"POST {path}/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-            "Connection: close\r\n\r\n".encode()
-            + b"%x\r\n%s\r\n0\r\nx-stainless-retry-count: 7\r\nX-Trailer: t\r\n\r\n"
-            % (len(BODY), BODY)
-        )
-        raw = _read_all(sock)
+    path = raw_address(proxy)[2]
+    raw = raw_exchange(
+        proxy,
+        f"POST {path}/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        "Connection: close\r\n\r\n".encode()
+        + b"%x\r\n%s\r\n0\r\nx-stainless-retry-count: 7\r\nX-Trailer: t\r\n\r\n"
+        % (len(BODY), BODY),
+    )
     assert raw.startswith(b"HTTP/1.1 200 ")
     [(req, out)] = exchanges(tmp_path / "records", "r1")
     assert "x-stainless-retry-count" not in req["headers"] and out["outcome"] == "completed"
@@ -121,13 +120,12 @@ def test_a_request_transfer_coding_other_than_chunked_gets_501(
 ):
     stub = stub_factory([Reply()])
     proxy = proxy_factory(stub.url)
-    host, port, path = raw_address(proxy)
-    with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(
-            f"POST {path}/chat/completions HTTP/1.1\r\nHost: x\r\n"
-            "Transfer-Encoding: gzip, chunked\r\n\r\n".encode()
-        )
-        raw = _read_all(sock)
+    path = raw_address(proxy)[2]
+    raw = raw_exchange(
+        proxy,
+        f"POST {path}/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        "Transfer-Encoding: gzip, chunked\r\n\r\n".encode(),
+    )
     assert raw.startswith(b"HTTP/1.1 501 ") and stub.requests == []
     assert not (tmp_path / "records" / "r1").exists()
 
@@ -149,7 +147,7 @@ def test_expect_continue_behind_a_busy_request_is_answered_on_its_turn(stub_fact
             raw += got
         assert b'"first"' in raw and raw.index(b'"first"') < raw.index(b"100 Continue")
         sock.sendall(BODY)
-        raw += _read_all(sock)
+        raw += read_all(sock)
     assert b'"second"' in raw and len(stub.requests) == 2
 
 
@@ -165,9 +163,7 @@ def test_upgrades_and_connect_are_never_forwarded(stub_factory, proxy_factory, t
         f"\r\n\r\n{BODY.decode()}",
         f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n",
     ):
-        with socket.create_connection((host, port), timeout=10) as sock:
-            sock.sendall(head.encode())
-            raw = _read_all(sock)
+        raw = raw_exchange(proxy, head.encode())
         want = b"HTTP/1.1 405 " if head.startswith("CONNECT") else b"HTTP/1.1 400 "
         assert raw.startswith(want), (head, raw)
     assert stub.requests == [] and not (tmp_path / "records" / "r1").exists()

@@ -9,22 +9,13 @@ import zlib
 
 import aiohttp
 import httpx
-import pytest
 import requests
 
 from tests.proxy.conftest import CLIENT_KEY, client, exchanges
 from tests.proxy.test_wire_upstream import CHUNK, COMPLETION, answer, sse
-from tests.proxy.upstreams import RawUpstream, Uvicorn, serve
+from tests.proxy.upstreams import RawUpstream, Uvicorn
 
 MSGS = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-def upstream():
-    started: list = []
-    yield lambda service: serve(service, started)
-    for served in started:
-        served.stop()
 
 
 def test_interim_answers_are_skipped_for_the_openai_client(upstream, proxy_factory, tmp_path):

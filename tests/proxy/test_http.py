@@ -12,35 +12,28 @@ import orjson
 import pytest
 from aiohttp import web
 
-from contagent._loopthread import InThread
 from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import client, dechunk, exchanges, http, raw_address, raw_post
+from tests.proxy.conftest import (
+    client,
+    dechunk,
+    exchanges,
+    http,
+    raw_address,
+    raw_exchange,
+    raw_post,
+)
 from tests.proxy.upstreams import AiohttpUpstream
 
 MSGS = [{"role": "user", "content": "hi"}]
 BODY = orjson.dumps({"model": "m", "messages": MSGS})
 
 
-def _exchange_raw(proxy, payload: bytes, until: bytes = b"", timeout: float = 10) -> bytes:
-    """Send raw bytes, read until the peer closes (or ``until`` shows up)."""
-    host, port, _ = raw_address(proxy)
-    out = b""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(payload)
-        while not (until and until in out):
-            got = sock.recv(65536)
-            if not got:
-                break
-            out += got
-    return out
-
-
 def test_pipelined_requests_are_answered_in_order(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply(content="first", delay=0.2), Reply(content="second")])
     proxy = proxy_factory(stub.url)
     path = raw_address(proxy)[2] + "/chat/completions"
-    raw = _exchange_raw(
+    raw = raw_exchange(
         proxy, raw_post(path, BODY) + raw_post(path, BODY, "Connection: close\r\n"), timeout=20
     )
     assert raw.count(b"HTTP/1.1 200 OK") == 2
@@ -52,7 +45,7 @@ def test_pipelined_requests_are_answered_in_order(stub_factory, proxy_factory, t
 def test_malformed_request_gets_400_and_nothing_is_recorded(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply()])
     proxy = proxy_factory(stub.url)
-    raw = _exchange_raw(
+    raw = raw_exchange(
         proxy, b"POST /r/r1/v1/chat/completions HTTP/1.1\r\nContent-Length: x\r\n\r\n"
     )
     head, _, body = raw.partition(b"\r\n\r\n")
@@ -92,7 +85,7 @@ def test_http10_stream_ends_with_the_connection(stub_factory, proxy_factory, tmp
     stub = stub_factory([Reply(content="a b c", chunks=3)])
     proxy = proxy_factory(stub.url)
     body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
-    raw = _exchange_raw(
+    raw = raw_exchange(
         proxy, raw_post(raw_address(proxy)[2] + "/chat/completions", body, version="1.0")
     )
     head, _, data = raw.partition(b"\r\n\r\n")
@@ -111,17 +104,10 @@ COMPLETION = {
 
 
 @pytest.fixture
-def odd_upstream():
-    started: list[InThread[AiohttpUpstream]] = []
-
-    def make(handler, ssl_context=None, **server_kw) -> AiohttpUpstream:
-        served = InThread(AiohttpUpstream(handler, ssl_context, **server_kw), "odd-upstream")
-        started.append(served)
-        return served.service
-
-    yield make
-    for served in started:
-        served.stop()
+def odd_upstream(upstream):
+    return lambda handler, ssl_context=None, **kw: upstream(
+        AiohttpUpstream(handler, ssl_context, **kw)
+    )
 
 
 def test_gzip_from_upstream_is_decoded_for_record_and_client(odd_upstream, proxy_factory, tmp_path):

@@ -11,20 +11,17 @@ from contagent.errors import ContagentError
 from contagent.testing.llm_stub import Reply
 from tests.proxy.conftest import exchanges, http
 from tests.proxy.test_http import _completion
-from tests.proxy.upstreams import AiohttpUpstream, ForwardProxy, serve
+from tests.proxy.upstreams import AiohttpUpstream, ForwardProxy
 
 MSGS = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
-def forward_proxy(monkeypatch):
+def forward_proxy(monkeypatch, upstream):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    started: list = []
-    yield serve(ForwardProxy(), started)
-    for served in started:
-        served.stop()
+    return upstream(ForwardProxy())
 
 
 def _ask(proxy) -> int:
@@ -56,15 +53,14 @@ def test_no_proxy_bypasses_it(forward_proxy, stub_factory, proxy_factory, monkey
 
 
 def test_an_https_upstream_is_tunnelled_through_https_proxy_and_still_verified(
-    forward_proxy, proxy_factory, tmp_path, monkeypatch
+    forward_proxy, upstream, proxy_factory, tmp_path, monkeypatch
 ):
     import trustme
 
     ca = trustme.CA()
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost").configure_cert(server_ctx)
-    started: list = []
-    up = serve(AiohttpUpstream(_completion, server_ctx), started)
+    up = upstream(AiohttpUpstream(_completion, server_ctx))
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     monkeypatch.setenv("HTTPS_PROXY", forward_proxy.url)
@@ -75,7 +71,6 @@ def test_an_https_upstream_is_tunnelled_through_https_proxy_and_still_verified(
     assert _ask(untrusted) == 502  # the tunnel does not skip verification
     [(_, out)] = exchanges(tmp_path / "untrusted", "r1")
     assert "CERTIFICATE_VERIFY_FAILED" in out["error"]
-    started[0].stop()
 
 
 def test_an_https_outbound_proxy_is_refused_with_a_clear_error(forward_proxy, monkeypatch):

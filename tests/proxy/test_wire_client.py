@@ -35,6 +35,16 @@ async def test_a_head_trickled_byte_by_byte_is_capped_while_it_grows():
 
 
 @on_loop
+async def test_a_head_under_the_cap_arriving_line_by_line_is_served():
+    conn, t, h = client_conn(max_head=1000)
+    conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\n")
+    for i in range(7):  # 700 bytes of fields, each counted once however the reads split them
+        conn.data_received(b"X-%d: " % i + b"b" * 92 + b"\r\n")
+    conn.data_received(b"Content-Length: 2\r\n\r\n{}")
+    assert not t.closed and len(h.requests) == 1
+
+
+@on_loop
 async def test_too_many_header_fields_get_431():
     conn, t, h = client_conn(max_headers=10)
     conn.data_received(post(extra=b"".join(b"X-%d: v\r\n" % i for i in range(20))))

@@ -10,8 +10,6 @@ from typing import Any
 
 from aiohttp import web
 
-from contagent._loopthread import InThread
-
 
 class AiohttpUpstream:
     """An aiohttp low-level server with a given handler (optionally TLS), for what the
@@ -36,13 +34,8 @@ class AiohttpUpstream:
         return f"{self.scheme}://{host}:{self.port}"
 
 
-class RawUpstream:
-    """Reads one HTTP/1.1 request per connection (head, then a Content-Length body) and
-    answers with ``reply(request_bytes)``, then closes."""
-
-    def __init__(self, reply: bytes | Callable[[bytes], bytes]) -> None:
-        self.reply = reply
-        self.requests: list[bytes] = []
+class _LoopbackServer:
+    """An asyncio stream server on a free loopback port; subclasses serve each connection."""
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -54,6 +47,18 @@ class RawUpstream:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class RawUpstream(_LoopbackServer):
+    """Reads one HTTP/1.1 request per connection (head, then a Content-Length body) and
+    answers with ``reply(request_bytes)``, then closes."""
+
+    def __init__(self, reply: bytes | Callable[[bytes], bytes]) -> None:
+        self.reply = reply
+        self.requests: list[bytes] = []
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -102,29 +107,12 @@ class Uvicorn:
         return f"http://127.0.0.1:{self.port}"
 
 
-def serve(service: Any, started: list[InThread[Any]]) -> Any:
-    served = InThread(service, "test-upstream")
-    started.append(served)
-    return served.service
-
-
-class ForwardProxy:
+class ForwardProxy(_LoopbackServer):
     """A minimal outbound HTTP proxy: ``CONNECT`` tunnels and absolute-form requests, each
     connection piped to the target its first request names. Keeps those first heads."""
 
     def __init__(self) -> None:
         self.heads: list[bytes] = []
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        self.server.close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from urllib.parse import urlsplit
