@@ -113,7 +113,7 @@ def _validate(results: Path) -> ValidationReport:
             branch_tools[rid] = tools
     report.violations.extend(_set_problems(rows, summary))
     report.parquet_rows, folder_problems = check_format_folders(
-        ExportPaths.of_results(results), rows, branch_tools
+        ExportPaths.of_results(results), rows, branch_tools, summary
     )
     report.violations.extend(Violation(rollout_id=r, reason=p) for r, p in folder_problems)
     return report
