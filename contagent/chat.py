@@ -23,6 +23,12 @@ TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 CallKey = tuple[str, str, str]
 
 
+def route_ends_with(path: Any, routes: str | tuple[str, ...]) -> bool:
+    """Does a request record's ``path`` name one of ``routes`` (a query string, a trailing
+    slash and any base path before it allowed)?"""
+    return isinstance(path, str) and path.partition("?")[0].rstrip("/").endswith(routes)
+
+
 def message_text(content: Any) -> str:
     """The text of a message ``content``: a string, or its text parts joined with ``"\\n"``.
 

@@ -99,7 +99,6 @@ def derive_row(
     steps: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     usages = {i: raw.usage(i) for i in raw.indices}
-    tool_lists: dict[int, list[Any]] = {}
     for index in raw.indices:
         decision, view, usage = decisions.get(index), by_index[index], usages[index]
         if decision is None:
@@ -134,8 +133,6 @@ def derive_row(
             problems.append(
                 ("reasoning_conflict", f"response {index}: <think> text or two reasonings")
             )
-        body = view.body if isinstance(view.body, dict) else {}
-        tool_lists.setdefault(branch[index], []).append(body.get("tools"))
         parent = parents[index]
         steps.append(
             {
@@ -206,7 +203,7 @@ def derive_row(
         "drop_reasoning": drop_reasoning,
         "raw_log": {"path": str(raw.path.resolve()), "sha256": raw.sha256, "bytes": raw.size},
     }
-    return Derived(row, {b: rules.tool_union(lists)[0] for b, lists in tool_lists.items()})
+    return Derived(row, rules.branch_tools(zip((s["branch"] for s in steps), ordered, strict=True)))
 
 
 def _detail(raw: RawRollout, index: int) -> str | None:

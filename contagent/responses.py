@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from contagent.chat import route_ends_with
+
 #: Problem kinds this mapping reports (a row's ``not_ready_kinds``).
 CHAIN_PROBLEM = "responses_chain"
 ITEM_PROBLEM = "unsupported_item"
@@ -42,9 +44,7 @@ _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "r
 
 def is_responses_path(path: Any) -> bool:
     """Is ``path`` (a request record's path, query string allowed) the Responses route?"""
-    if not isinstance(path, str):
-        return False
-    return path.split("?", 1)[0].rstrip("/").endswith("/responses")
+    return route_ends_with(path, "/responses")
 
 
 def _text(content: Any) -> str | None:

@@ -3,10 +3,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
+
+if TYPE_CHECKING:
+    from contagent.testing.sample_base import Expected
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -102,3 +107,19 @@ def export_and_validate(root: Path) -> dict[str, dict]:
     report = validate(out / "results.jsonl")
     assert report.ok, report
     return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+
+
+def assert_outcome(row: dict[str, Any], expected: Expected) -> None:
+    """A sample's row has the outcome its generator declares."""
+    assert row["training_ready"] is expected.training_ready, row["training_ready_reason"]
+    assert dict(Counter(e["reason"] for e in row["excluded"])) == expected.excluded
+    assert row["branches"] == expected.branches
+    assert len(row["repairs"]) == expected.repairs
+    assert row["truncated"] is expected.truncated
+    assert bool(row["not_ready_kinds"]) is not expected.training_ready
+    if expected.kinds:
+        assert tuple(row["not_ready_kinds"]) == expected.kinds, row["training_ready_reason"]
+    if expected.reason:
+        assert expected.reason in row["training_ready_reason"]
+    else:
+        assert row["training_ready_reason"] is None

@@ -13,6 +13,7 @@ from contagent import chat, rules
 from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import find_rollouts
+from contagent.responses import is_responses_path
 from contagent.testing.rollouts import assistant, call, parts
 from contagent.validate import check
 from contagent.validate.check import validate
@@ -117,6 +118,24 @@ def test_route_decides_not_body_shape() -> None:
             "body_text": '{"messages": [{"role": "user", "content": "\\udcff"}]}'}  # fmt: skip
     status, messages, _ = rules.classify(lone, outcome)
     assert status == "unreadable_request" and messages == [{"role": "user", "content": "\udcff"}]
+
+
+@pytest.mark.parametrize(
+    ("path", "chat_route", "responses"),
+    [
+        ("/v1/chat/completions", True, False),
+        ("/openai/v1/chat/completions/?stream=1", True, False),
+        ("/v1/responses?x=1", True, True),
+        ("/v1/responses/resp_1/input_items", False, False),
+        ("/v1/models", False, False),
+        (None, False, False),
+    ],
+)
+def test_routes_are_matched_without_query_or_trailing_slash(
+    path: object, chat_route: bool, responses: bool
+) -> None:
+    assert rules.is_chat_route(path) is chat_route
+    assert is_responses_path(path) is responses
 
 
 def test_symlinked_rollouts_are_followed_and_loops_end(samples: Path, tmp_path: Path) -> None:

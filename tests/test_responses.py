@@ -16,7 +16,7 @@ from contagent.responses import chat_response, input_messages, normalise_exchang
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.responses_moves import response_events, response_json
 from contagent.testing.responses_samples import expectations, write_responses_samples
-from tests.conftest import REPO, assert_same_as_generated, export_and_validate
+from tests.conftest import REPO, assert_outcome, assert_same_as_generated, export_and_validate
 
 
 def _req(body: dict[str, Any]) -> StubRequest:
@@ -211,17 +211,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 @pytest.mark.parametrize("name", list(expectations()))
 def test_responses_sample_outcome(name: str, exported: dict[str, dict]) -> None:
     """Each chat rule, on the Responses path: the same outcome as its chat twin."""
-    expected = expectations()[name]
-    row = exported[name]
-    assert row["training_ready"] is expected.training_ready, row["training_ready_reason"]
-    assert dict(Counter(e["reason"] for e in row["excluded"])) == expected.excluded
-    assert row["branches"] == expected.branches
-    assert len(row["repairs"]) == expected.repairs
-    assert row["truncated"] is expected.truncated
-    if expected.reason:
-        assert expected.reason in row["training_ready_reason"]
-    else:
-        assert row["training_ready_reason"] is None
+    assert_outcome(exported[name], expectations()[name])
 
 
 def test_builtin_tools_are_in_the_row(exported: dict[str, dict]) -> None:

@@ -170,6 +170,13 @@ def test_rule6_tool_union_collapses_repeats_and_flags_conflicts() -> None:
     assert rules.tool_union([[a], [a2]]) == ([a], ["a"])
 
 
+def test_rule6_branch_tools_unions_each_branch_on_its_own() -> None:
+    a = {"type": "function", "function": {"name": "a", "parameters": {}}}
+    b = {"type": "function", "function": {"name": "b", "parameters": {}}}
+    steps = [(0, {"tools": [a]}), (1, {"tools": [b]}), (0, {"tools": [a, b]}), (1, "unreadable")]
+    assert rules.branch_tools(steps) == {0: [a, b], 1: [b]}
+
+
 # -- rule 7 ---------------------------------------------------------------------------
 def test_rule7_row_truncated_on_timeout_not_on_clean_stop(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")

@@ -4,6 +4,7 @@ kinds a row may name."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from contagent.chat import (
@@ -217,6 +218,15 @@ def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
             elif seen != tool and name not in conflicts:
                 conflicts.append(name)
     return list(by_name.values()), conflicts
+
+
+def branch_tools(steps: Iterable[tuple[int, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Rule 6 per branch: the union of the tools of each branch's requests, from
+    ``(branch, request body)`` pairs in step order."""
+    lists: dict[int, list[Any]] = {}
+    for branch, body in steps:
+        lists.setdefault(branch, []).append(body.get("tools") if isinstance(body, dict) else None)
+    return {b: tool_union(tools)[0] for b, tools in lists.items()}
 
 
 def extends(prev_request: list[Any], prev_response: dict[str, Any], request: list[Any]) -> bool:

@@ -7,13 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from contagent.chat import (
-    CallKey,
-    response_message,
-)
-from contagent.history import (
-    Problem,
-)
+from contagent.chat import CallKey, response_message, route_ends_with
+from contagent.history import Problem
 from contagent.rules.messages import carries, completeness, consumption_key, is_safe
 
 
@@ -48,7 +43,7 @@ GENERATION_ROUTES = ("/chat/completions", "/responses")
 
 def is_chat_route(path: Any) -> bool:
     """Rule 8: the route decides whether an exchange is a generation, not the body's shape."""
-    return isinstance(path, str) and path.partition("?")[0].rstrip("/").endswith(GENERATION_ROUTES)
+    return route_ends_with(path, GENERATION_ROUTES)
 
 
 def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:

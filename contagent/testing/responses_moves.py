@@ -14,11 +14,12 @@ from typing import Any
 
 import orjson
 
+from contagent.responses import is_responses_path
 from contagent.testing.llm_moves import Reply, StubRequest, _split
 
 
 def is_responses(req: StubRequest) -> bool:
-    return req.path.split("?", 1)[0].rstrip("/").endswith("/responses")
+    return is_responses_path(req.path)
 
 
 def _usage(req: StubRequest, reply: Reply) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def _validate(results: Path) -> ValidationReport:
             branch_tools[rid] = tools
     report.violations.extend(_set_problems(rows, summary))
     report.parquet_rows, folder_problems = check_format_folders(
-        ExportPaths.of_results(results), rows, branch_tools
+        ExportPaths.of_results(results), rows, branch_tools, summary
     )
     report.violations.extend(Violation(rollout_id=r, reason=p) for r, p in folder_problems)
     return report
@@ -165,13 +165,10 @@ def _check_row(
         problems.append(f"row at line {lineno} is malformed ({type(exc).__name__}: {exc})")
     for problem in dict.fromkeys(problems):
         violate(problem)
-    tools: dict[int, list[Any]] = {}
-    for step in row["steps"]:
-        body = raw.requests.get(step.get("exchange_index"), {}).get("body")
-        tools.setdefault(step.get("branch"), []).append(
-            body.get("tools") if isinstance(body, dict) else None
-        )
-    return {b: rules.tool_union(t)[0] for b, t in tools.items()}
+    return rules.branch_tools(
+        (step["branch"], raw.requests.get(step["exchange_index"], {}).get("body"))
+        for step in row["steps"]
+    )
 
 
 def _set_problems(rows: list[dict[str, Any]], summary: dict[str, Any] | None) -> list[Violation]:

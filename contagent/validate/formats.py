@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pyarrow.parquet as pq
 
 from contagent import rules
@@ -26,13 +25,17 @@ BranchTools = dict[str, dict[int, list[Any]]]
 
 
 def check_format_folders(
-    paths: ExportPaths, rows: list[dict[str, Any]], branch_tools: BranchTools
+    paths: ExportPaths,
+    rows: list[dict[str, Any]],
+    branch_tools: BranchTools,
+    summary: dict[str, Any] | None,
 ) -> tuple[int, list[Problem]]:
-    """Check every format folder of the export; return (Parquet records read, problems)."""
+    """Check every format folder of the export against the rows and the export's summary
+    (None when there is none); return (Parquet records read, problems)."""
     present = [name for name in FORMATS if paths.format_folder(name).root.exists()]
     problems: list[Problem] = []
     records = 0
-    claimed: set[str] = set(_summary_formats(paths))
+    claimed: set[str] = set(_summary_formats(summary))
     for name in present:
         n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, branch_tools)
         records += n
@@ -43,12 +46,9 @@ def check_format_folders(
     return records, problems
 
 
-def _summary_formats(paths: ExportPaths) -> list[str]:
+def _summary_formats(summary: dict[str, Any] | None) -> list[str]:
     """Formats export-summary.json lists, when that file is there (it is optional)."""
-    try:
-        options = orjson.loads(paths.summary.read_bytes()).get("options", {})
-    except (OSError, orjson.JSONDecodeError, AttributeError):
-        return []
+    options = (summary or {}).get("options")
     formats = options.get("formats") if isinstance(options, dict) else None
     return [f for f in formats if f in FORMATS] if isinstance(formats, list) else []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contagent.derive import ROW_SCHEMA_VERSION, derive_row
+from contagent.derive import derive_row
 from contagent.rawlog import RawRollout
 from contagent.rows import ResultRow
 
@@ -99,8 +99,6 @@ def derived_problems(
     ``drop_reasoning`` is the export's option and is taken from the row (the caller
     checks it against the export); everything else follows from the raw log.
     """
-    if row["schema_version"] > ROW_SCHEMA_VERSION:
-        return [f"schema_version {row['schema_version']} is newer than this contagent reads"]
     expected = derive_row(raw, result, rollout_id, row["drop_reasoning"]).row
     problems: list[str] = []
     for key in ROW_KEYS:
