@@ -6,11 +6,11 @@ here, so that the three can never disagree; :mod:`contagent.chat` only reads
 fields out of messages and responses.
 
 The rules live in three modules by scope (:mod:`.messages`, :mod:`.selection`,
-:mod:`.rollout`) and the request-history scan in :mod:`contagent.history`; every name is
+:mod:`.rollout`) and the request-history scan in :mod:`.history`; every name is
 importable from here.
 """
 
-from contagent.history import (
+from contagent.rules.history import (
     Problem,
     Scan,
     history_keys,

@@ -14,7 +14,7 @@ from contagent.chat import (
     message_text,
     tool_calls,
 )
-from contagent.history import (
+from contagent.rules.history import (
     Problem,
     history_keys,
     message_calls,

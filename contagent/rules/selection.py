@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contagent.chat import CallKey, response_message, route_ends_with
-from contagent.history import Problem
+from contagent.rules.history import Problem
 from contagent.rules.messages import carries, completeness, consumption_key, is_safe
 
 
