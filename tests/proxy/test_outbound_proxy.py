@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ssl
 
@@ -79,3 +80,41 @@ def test_an_https_outbound_proxy_is_refused_with_a_clear_error(forward_proxy, mo
     monkeypatch.setenv("HTTP_PROXY", "https://proxy.invalid:3128")
     with pytest.raises(ContagentError, match="only http:// outbound proxies"):
         outbound_proxy("http", "model.invalid")
+
+
+async def _tunnel_through(answer: bytes) -> None:
+    """open_tunnel against an outbound proxy that sends ``answer`` to CONNECT, then closes."""
+    from contagent.proxy.tunnel import OutboundProxy, open_tunnel
+
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(reply, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        via = OutboundProxy("127.0.0.1", port, b"")
+        await open_tunnel(via, "upstream.test", 443, ssl.create_default_context())
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (
+            b"HTTP/1.1 403 Forbidden\r\n\r\n",
+            "outbound proxy refused CONNECT: HTTP/1.1 403 Forbidden",
+        ),
+        (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 20_000, "oversized answer to CONNECT"),
+        (b"", "closed the connection during CONNECT"),
+    ],
+)
+def test_an_outbound_proxy_that_does_not_open_the_tunnel_is_an_error(
+    answer: bytes, error: str
+) -> None:
+    with pytest.raises(OSError, match=error):
+        asyncio.run(_tunnel_through(answer))
