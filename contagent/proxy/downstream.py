@@ -9,6 +9,13 @@ buffer without bound. Every other resource a client can hold is capped by
 :class:`~contagent.proxy.http1.Limits`. A connection that closes while its
 request is in flight tells the exchange at once (``client_gone``), which is
 how the upstream request gets cancelled.
+
+A refused request is answered, then the connection is closed with a linger:
+writing is shut down (the client sees the answer, then the end) and what the
+client still sends is read and dropped for a short while before the socket
+closes. Closing with unread bytes would make the kernel send a reset, which
+can destroy the answer before the client reads it (a client still sending an
+oversized head would see a reset instead of its 431).
 """
 
 from __future__ import annotations
@@ -22,6 +29,10 @@ import httptools
 from contagent.proxy.http1 import NO_BODY_STATUS, Limits, error_body, response_head, tokens
 
 log = logging.getLogger(__name__)
+
+#: after a refusal, how long and how many bytes the client may still send before the close
+LINGER_S = 2.0
+LINGER_BYTES = 16 * 1024 * 1024
 
 
 class Request:
@@ -99,6 +110,8 @@ class ClientConnection(asyncio.Protocol):
         self._head_started = 0.0
         self._continue = False  # a 100 Continue is owed once this request's turn comes
         self._refused = False
+        self._linger: asyncio.TimerHandle | None = None
+        self._drained = 0  # bytes read and dropped while lingering
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -112,6 +125,9 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = -1.0  # "recently": the idle sweep stamps the time itself
         if self._refused:
+            self._drained += len(data)
+            if self._linger is not None and self._drained > LINGER_BYTES:
+                self.abort()
             return
         in_head = self._in_head
         try:
@@ -137,6 +153,9 @@ class ClientConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._cancel_head_timer()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         self.handler.track(self, False)
         responder, self.responder = self.responder, None
         if responder is not None:
@@ -367,10 +386,25 @@ class ClientConnection(asyncio.Protocol):
         self.last_active = -1.0
         if self.closed or self.transport is None:
             return
-        if not self.keep_alive or self.handler.stopping:
+        if self._refused and not self.handler.stopping:
+            self._close_lingering()
+        elif not self.keep_alive or self.handler.stopping:
             self.transport.close()
         else:
             self._next()
+
+    def _close_lingering(self) -> None:
+        """Shut down writing, drop what the client still sends, close after ``LINGER_S``
+        (or at once when it closes its side, or past ``LINGER_BYTES``)."""
+        transport = self.transport
+        if transport is None or self._linger is not None:
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._linger = self.loop.call_later(LINGER_S, self.abort)
+        self._resume_reading()  # a paused read too: the point is to drain
 
     def close_if_idle(self) -> None:
         if not self.busy and self.transport is not None:

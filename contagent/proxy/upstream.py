@@ -9,7 +9,10 @@ objects: a full client stack here cost about five times the CPU per exchange
 A connection carries one request at a time and reports to its
 :class:`UpstreamSink` (the exchange): ``on_head`` once, ``on_body`` per piece
 of the decoded body as it arrives, then exactly one of ``on_end`` or
-``on_fail``. Nothing is ever retried.
+``on_fail``. One case is sent again, once, as HTTP clients do: a reused
+keep-alive connection that the server closes before any byte of the answer
+(the server timed the idle connection out as the request went down it). The
+sink never sees the first attempt.
 """
 
 from __future__ import annotations
@@ -68,14 +71,24 @@ class UpstreamConnection(asyncio.Protocol):
         self.paused = False
         self.last_read = 0.0
         self.timer: asyncio.TimerHandle | None = None
+        #: the request in flight, kept until its answer's first byte for one resend
+        self.request = b""
+        self.resendable = False
+        self.used = False  # a request went down it before
 
     # -- driven by the pool and the exchange -----------------------------------------
 
     def send(self, sink: UpstreamSink, data: bytes) -> None:
+        """Send ``data`` for ``sink``. On a connection that carried a request before, the
+        server may be closing it as this one goes down: a close before any byte of the
+        answer then has the pool send the request again on a new connection."""
         assert self.transport is not None
         self.sink = sink
         sink.upstream = self
         self.got_head = self.until_close = False
+        self.resendable = self.used
+        self.request = data if self.used else b""
+        self.used = True
         self.last_read = self.loop.time()
         timeout = self.pool.read_timeout
         if timeout is not None:
@@ -85,6 +98,7 @@ class UpstreamConnection(asyncio.Protocol):
     def abort(self) -> None:
         """Drop the request at once (the upstream server sees the connection close)."""
         self.sink = None
+        self.request = b""
         self.pending.clear()
         self._cancel_timer()
         if self.transport is not None:
@@ -112,6 +126,9 @@ class UpstreamConnection(asyncio.Protocol):
         if self.sink is None:  # bytes nobody asked for: this connection is not reusable
             self._discard()
             return
+        if self.resendable:  # the server answers: whatever happens now is this request's
+            self.resendable = False
+            self.request = b""
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:  # a bug of ours: loud, and a fault
@@ -139,6 +156,9 @@ class UpstreamConnection(asyncio.Protocol):
             return
         if self.until_close and exc is None:  # a body delimited by the end of the connection
             self._finish(reuse=False)
+            return
+        if self.resendable:
+            self._resend(exc)
             return
         why = f": {exc}" if exc is not None else ""
         started = self.got_head
@@ -220,6 +240,7 @@ class UpstreamConnection(asyncio.Protocol):
                 return
         self._deliver()
         sink, self.sink = self.sink, None
+        self.request = b""
         if sink is None:  # the exchange dropped (aborted) this connection on the last piece
             return
         sink.upstream = None  # its client's back-pressure must not reach the next request
@@ -230,6 +251,16 @@ class UpstreamConnection(asyncio.Protocol):
         else:
             self._discard()
         sink.on_end()
+
+    def _resend(self, exc: Exception | None) -> None:
+        sink, data = self.sink, self.request
+        assert sink is not None
+        self.sink, self.request, self.resendable = None, b"", False
+        sink.upstream = None
+        self._cancel_timer()
+        log.info("upstream closed a reused connection before answering%s: sending again",
+                 f" ({exc})" if exc is not None else "")  # fmt: skip
+        self.pool.resend(sink, data)
 
     def _fail(self, message: str, timed_out: bool) -> None:
         self._deliver()  # what arrived before the fault still reaches client and record
@@ -337,6 +368,17 @@ class UpstreamPool:
         if len(self._open) + self._connecting >= self.limit:
             self._waiting.append((sink, data))
             return
+        self._start_connect(sink, data)
+
+    def resend(self, sink: UpstreamSink, data: bytes) -> None:
+        """Send again, on a new connection, a request a reused one lost before its answer;
+        the lost connection's place is free, so this never waits behind the queue."""
+        if self.closed:
+            sink.on_fail("upstream unreachable: connection closed before a response", False)
+            return
+        self._start_connect(sink, data)
+
+    def _start_connect(self, sink: UpstreamSink, data: bytes) -> None:
         self._connecting += 1
         task = self.loop.create_task(self._connect(sink, data))
         self._tasks.add(task)

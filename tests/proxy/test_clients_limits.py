@@ -44,6 +44,36 @@ def test_a_large_head_gets_431_for_httpx(stub_factory, proxy_factory, tmp_path):
     assert stub.requests == [] and not (tmp_path / "records" / "r1").exists()
 
 
+def _send_then_read(proxy, head: bytes) -> bytes:
+    """Send all of ``head`` (blocking while the proxy does not read), then read to the end."""
+    host, port, _ = raw_address(proxy)
+    with socket.create_connection((host, port), timeout=20) as sock:
+        sock.sendall(head)
+        return read_all(sock)
+
+
+def test_an_oversized_head_is_answered_431_before_the_close(stub_factory, proxy_factory):
+    """2 MiB of header fields, far past the 64 KiB limit: the proxy refuses after 64 KiB, and
+    the client, still sending, must get its 431, not a reset for the bytes left unread."""
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    _, _, path = raw_address(proxy)
+    fields = b"".join(b"X-F%d: %s\r\n" % (i, b"v" * 1000) for i in range(2 * 1024))
+    raw = _send_then_read(proxy, b"POST %s/chat/completions HTTP/1.1\r\nHost: x\r\n%s\r\n"
+                          % (path.encode(), fields))  # fmt: skip
+    assert raw.startswith(b"HTTP/1.1 431 ") and b"request head over" in raw
+    assert stub.requests == []
+
+
+def test_an_oversized_target_is_answered_414_before_the_close(stub_factory, proxy_factory):
+    stub = stub_factory([Reply()])
+    proxy = proxy_factory(stub.url)
+    _, _, path = raw_address(proxy)
+    target = path.encode() + b"/models?q=" + b"a" * (4 * 1024 * 1024)
+    raw = _send_then_read(proxy, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % target)
+    assert raw.startswith(b"HTTP/1.1 414 ") and stub.requests == []
+
+
 def test_a_slowloris_client_is_closed(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply()])
     proxy = proxy_factory(stub.url, limits=Limits(head_timeout=0.5))

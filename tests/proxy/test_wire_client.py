@@ -13,14 +13,14 @@ OK = [(b"Content-Type", b"application/json")]
 async def test_a_long_request_target_gets_414():
     conn, t, h = client_conn(max_target=100)
     conn.data_received(post(b"/r/r1/v1/" + b"a" * 200))
-    assert status_of(t.take()) == 414 and t.closed and h.requests == []
+    assert status_of(t.take()) == 414 and t.ended and h.requests == []
 
 
 @on_loop
 async def test_a_large_head_gets_431():
     conn, t, h = client_conn(max_head=1000)
     conn.data_received(post(extra=b"X-Big: " + b"b" * 2000 + b"\r\n"))
-    assert status_of(t.take()) == 431 and t.closed and h.requests == []
+    assert status_of(t.take()) == 431 and t.ended and h.requests == []
 
 
 @on_loop
@@ -28,10 +28,10 @@ async def test_a_head_trickled_byte_by_byte_is_capped_while_it_grows():
     conn, t, h = client_conn(max_head=1000)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nX-Big: ")
     for _ in range(30):  # llhttp buffers an unfinished field: count the raw bytes too
-        if t.closed:
+        if t.ended:
             break
         conn.data_received(b"b" * 100)
-    assert status_of(t.take()) == 431 and t.closed and h.requests == []
+    assert status_of(t.take()) == 431 and t.ended and h.requests == []
 
 
 @on_loop
@@ -41,7 +41,7 @@ async def test_a_head_under_the_cap_arriving_line_by_line_is_served():
     for i in range(7):  # 700 bytes of fields, each counted once however the reads split them
         conn.data_received(b"X-%d: " % i + b"b" * 92 + b"\r\n")
     conn.data_received(b"Content-Length: 2\r\n\r\n{}")
-    assert not t.closed and len(h.requests) == 1
+    assert not t.ended and len(h.requests) == 1
 
 
 @on_loop
@@ -58,9 +58,9 @@ async def test_a_head_that_does_not_arrive_in_time_is_answered_408_and_closed():
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\n")
     await asyncio.sleep(0.1)
     conn.data_received(b"X-Slow: 1\r\n")  # trickling does not reset the clock
-    assert not t.closed
+    assert not t.ended
     await asyncio.sleep(0.4)
-    assert status_of(t.take()) == 408 and t.closed and h.requests == []
+    assert status_of(t.take()) == 408 and t.ended and h.requests == []
 
 
 @on_loop
@@ -69,7 +69,7 @@ async def test_the_head_timer_stops_once_the_head_is_whole():
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
     await asyncio.sleep(0.1)  # a body may take as long as it takes
     conn.data_received(b"{}")
-    assert not t.closed and len(h.requests) == 1
+    assert not t.ended and len(h.requests) == 1
 
 
 @on_loop
@@ -81,9 +81,9 @@ async def test_each_request_head_gets_the_full_time():
     await asyncio.sleep(0.35)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\n")  # the next head starts late
     await asyncio.sleep(0.3)  # past the first head's deadline, within this one's
-    assert not t.closed
+    assert not t.ended
     await asyncio.sleep(0.5)
-    assert status_of(t.take()) == 408 and t.closed and len(h.requests) == 1
+    assert status_of(t.take()) == 408 and t.ended and len(h.requests) == 1
 
 
 @on_loop
@@ -91,8 +91,8 @@ async def test_connections_over_the_limit_get_503_and_are_closed():
     handler = FakeHandler(max_clients=1)
     _, first, _ = client_conn(handler)
     conn, second, _ = client_conn(handler)
-    assert status_of(second.take()) == 503 and second.closed
-    assert not first.closed and len(handler.conns) == 1
+    assert status_of(second.take()) == 503 and second.ended
+    assert not first.ended and len(handler.conns) == 1
     conn.data_received(post())  # a refused connection handles nothing
     assert handler.requests == []
 
@@ -101,7 +101,7 @@ async def test_connections_over_the_limit_get_503_and_are_closed():
 async def test_a_body_over_the_cap_gets_413():
     conn, t, h = client_conn(max_body=10)
     conn.data_received(post(body=b"x" * 50))
-    assert status_of(t.take()) == 413 and t.closed and h.requests == []
+    assert status_of(t.take()) == 413 and t.ended and h.requests == []
 
 
 @on_loop
@@ -148,7 +148,7 @@ async def test_a_transfer_coding_other_than_chunked_gets_501():
             b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n"
             b"2\r\n{}\r\n0\r\n\r\n" % coding
         )
-        assert status_of(t.take()) in (400, 501) and t.closed and h.requests == [], coding
+        assert status_of(t.take()) in (400, 501) and t.ended and h.requests == [], coding
     conn, t, h = client_conn()
     conn.data_received(
         b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
@@ -201,4 +201,39 @@ async def test_upgrades_and_connect_are_refused_never_handled():
         conn.data_received(head)
         out = t.take()
         want = 405 if head.startswith(b"CONNECT") else 400
-        assert status_of(out) == want and t.closed and h.requests == [], (head, out)
+        assert status_of(out) == want and t.ended and h.requests == [], (head, out)
+
+
+@on_loop
+async def test_a_refusal_shuts_down_writing_then_drains_for_a_bounded_linger(monkeypatch):
+    """Closing with unread bytes would make the kernel reset the connection, which can
+    destroy the 431 before the client reads it: writing is shut down first, and what the
+    client still sends is read and dropped for a while, within a time and a byte bound."""
+    import contagent.proxy.downstream as downstream
+
+    monkeypatch.setattr(downstream, "LINGER_S", 0.1)
+    monkeypatch.setattr(downstream, "LINGER_BYTES", 1000)
+    conn, t, h = client_conn(max_head=1000)
+    conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nX-Big: ")
+    conn.data_received(b"b" * 2000)  # the head is still arriving
+    assert status_of(t.take()) == 431 and t.eof and not t.closed
+    conn.data_received(b"b" * 500)  # drained, not answered, not parsed
+    assert t.take() == b"" and t.reading and not t.closed and h.requests == []
+    await asyncio.sleep(0.2)
+    assert t.aborted, "closed once the linger is over"
+
+    conn, t, _ = client_conn(max_head=1000)
+    conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nX-Big: ")
+    conn.data_received(b"b" * 2000)
+    conn.data_received(b"b" * 1500)
+    assert t.aborted, "closed once the client sent more than the byte bound"
+
+
+@on_loop
+async def test_a_refusal_behind_a_paused_read_still_drains():
+    conn, t, h = client_conn(max_target=100)
+    conn.data_received(post(body=b'{"n":1}') + b"POST /r/r1/v1/x HTTP/1.1\r\n")  # pipelined
+    assert len(h.requests) == 1 and not t.reading
+    conn.data_received(b"Host: x\r\nContent-Length: 2\r\nTransfer-Encoding: gzip\r\n\r\n{}")
+    conn.respond(200, OK, b"one")  # the request ahead is answered; then the refusal closes
+    assert t.eof and t.reading, "reading resumes so the client's bytes are drained"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -52,9 +53,36 @@ class _LoopbackServer:
         raise NotImplementedError
 
 
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One HTTP/1.1 request: its head, then a Content-Length body."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return head + (await reader.readexactly(length) if length else b"")
+
+
+def closing(reply: bytes) -> bytes:
+    """``reply`` with ``Connection: close`` in its final (non-1xx) response head: a server
+    that closes after answering must say so, or its client may send the next request down
+    the closing connection."""
+    start = 0
+    while reply.startswith(b"HTTP/1.1 1", start):  # interim answers come first
+        end = reply.find(b"\r\n\r\n", start)
+        if end < 0:
+            return reply
+        start = end + 4
+    line_end = reply.find(b"\r\n", start)
+    if line_end < 0:
+        return reply
+    return reply[:line_end] + b"\r\nConnection: close" + reply[line_end:]
+
+
 class RawUpstream(_LoopbackServer):
     """Reads one HTTP/1.1 request per connection (head, then a Content-Length body) and
-    answers with ``reply(request_bytes)``, then closes."""
+    answers with ``reply(request_bytes)`` plus ``Connection: close``, then closes."""
 
     def __init__(self, reply: bytes | Callable[[bytes], bytes]) -> None:
         self.reply = reply
@@ -62,16 +90,49 @@ class RawUpstream(_LoopbackServer):
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            request = head + (await reader.readexactly(length) if length else b"")
+            request = await read_request(reader)
             self.requests.append(request)
-            writer.write(self.reply(request) if callable(self.reply) else self.reply)
+            writer.write(closing(self.reply(request) if callable(self.reply) else self.reply))
             await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@dataclass(frozen=True)
+class Close:
+    """Send ``data`` (nothing by default) once the request is read, then close the
+    connection, as a server does that times an idle keep-alive connection out just as a
+    request goes down it (or that fails mid-answer)."""
+
+    data: bytes = b""
+
+
+class ScriptedConnections(_LoopbackServer):
+    """Plays one script per connection, in the order the connections arrive: for each
+    request read on it, the next answer, bytes sent on a kept-alive connection or a
+    :class:`Close`. ``requests`` holds (connection number, request bytes). A connection
+    whose script ran out stays open until the client closes it; a request the script has
+    no answer for is kept and the connection closed."""
+
+    def __init__(self, *scripts: list[bytes | Close]) -> None:
+        self.scripts = list(scripts)
+        self.connections = 0
+        self.requests: list[tuple[int, bytes]] = []
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        number = self.connections
+        self.connections += 1
+        script = self.scripts[number] if number < len(self.scripts) else []
+        try:
+            for move in script:
+                self.requests.append((number, await read_request(reader)))
+                writer.write(move.data if isinstance(move, Close) else move)
+                await writer.drain()
+                if isinstance(move, Close):
+                    return
+            self.requests.append((number, await read_request(reader)))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

@@ -18,12 +18,25 @@ class FakeTransport:
         self.written = bytearray()
         self.closed = False
         self.aborted = False
+        self.eof = False  # write_eof() was called: nothing more may be written
         self.reading = True
         self.pauses = 0
 
     def write(self, data: bytes) -> None:
         assert not self.closed, "write after close"
+        assert not self.eof, "write after write_eof"
         self.written += data
+
+    @property
+    def ended(self) -> bool:
+        """The proxy is done writing: it shut down writing, or closed."""
+        return self.eof or self.closed
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
 
     def take(self) -> bytes:
         out = bytes(self.written)
