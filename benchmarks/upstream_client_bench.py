@@ -32,7 +32,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proxy_bench import concurrent, cpu_s, openhands_like_body, start_process
 
-from contagent.proxy.upstream import UpstreamPool
+from contagent.proxy.pool import UpstreamPool
 
 LIMIT = 1.5
 

@@ -30,8 +30,9 @@ from contagent.layout import safe_segment
 from contagent.proxy.downstream import ClientConnection, Request
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import Limits, redact_query, upstream_request_head
+from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
-from contagent.proxy.upstream import UpstreamPool, tls_context
+from contagent.proxy.upstream import tls_context
 from contagent.records import SAFE_HEADERS, request_record
 
 log = logging.getLogger(__name__)

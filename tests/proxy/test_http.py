@@ -372,7 +372,7 @@ def test_idle_upstream_connections_are_reused_only_while_fresh(
 ):
     import time
 
-    monkeypatch.setattr("contagent.proxy.upstream.IDLE_REUSE_S", 0.3)
+    monkeypatch.setattr("contagent.proxy.pool.IDLE_REUSE_S", 0.3)
     peers: list[int] = []
 
     async def handler(request: web.BaseRequest) -> web.Response:

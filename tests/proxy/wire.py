@@ -154,7 +154,8 @@ class Relay:
 
     def __init__(self, head_only: bool = False, read_timeout: float | None = None) -> None:
         from contagent.proxy.exchange import Exchange
-        from contagent.proxy.upstream import UpstreamConnection, UpstreamPool
+        from contagent.proxy.pool import UpstreamPool
+        from contagent.proxy.upstream import UpstreamConnection
 
         self.client, self.client_t, _ = client_conn()
         self.client.busy = True  # as if its request had been handed over
