@@ -7,8 +7,9 @@ A rollout's ``exchanges.jsonl`` holds two kinds of line, both JSON objects:
   ends, whichever way it ends.
 
 Indices are dense, 0-based and assigned in arrival order per rollout. A request
-without an outcome is what a crash leaves behind. Secrets never appear: the
-proxy drops ``Authorization``, ``api-key`` and cookie headers before recording.
+without an outcome is what a crash leaves behind. Secrets never appear: only
+the headers in :data:`SAFE_HEADERS` are recorded, so ``Authorization``,
+``api-key``, ``x-api-key`` and cookies never are.
 
 ``result.json`` beside the log (written by ``contagent run``) is a
 :class:`RolloutResult`.
@@ -46,6 +47,8 @@ SAFE_HEADERS: frozenset[str] = frozenset(
         "http-referer",
         "x-title",
         "openai-beta",
+        "anthropic-version",
+        "anthropic-beta",
     }
 )
 

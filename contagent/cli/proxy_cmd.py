@@ -26,8 +26,15 @@ def _proxy(
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 0,
     upstream_api_key_env: Annotated[
         str | None,
-        typer.Option(help="Environment variable holding the upstream API key (sent as Bearer)."),
+        typer.Option(help="Environment variable holding the upstream API key."),
     ] = None,
+    upstream_auth_header: Annotated[
+        str,
+        typer.Option(
+            help="Header that carries the upstream key: Authorization sends 'Bearer KEY' "
+            "(vLLM, OpenAI); any other name, e.g. x-api-key, sends the key itself."
+        ),
+    ] = "Authorization",
     upstream_timeout: Annotated[
         float | None,
         typer.Option(help="Seconds to wait for upstream bytes before giving up (504)."),
@@ -102,6 +109,7 @@ def _proxy(
             host=host,
             port=port,
             upstream_api_key=key,
+            upstream_auth_header=upstream_auth_header,
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
             limits=limits,

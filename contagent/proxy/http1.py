@@ -30,6 +30,9 @@ DROP_REQUEST = HOP_BY_HOP | {
     b"accept-encoding",
     b"expect",
 }
+#: header names that cannot carry the upstream key: what the proxy frames or drops itself
+_NOT_CREDENTIALS = HOP_BY_HOP | {b"host", b"content-length", b"accept-encoding", b"expect"}
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 #: response headers not relayed: the proxy frames what it sends to the client itself
 DROP_RESPONSE = HOP_BY_HOP | {b"content-length"}
 NO_BODY_STATUS = frozenset({204, 304})
@@ -273,6 +276,27 @@ def body_decoder(headers: list[tuple[bytes, bytes]]) -> BodyDecoder | None:
 # -- the request head sent upstream -------------------------------------------------------
 
 
+def credential_header(name: str, key: str | None, recorded: Iterable[str]) -> tuple[bytes, bytes]:
+    """The header line that carries the upstream key (empty without a key) and the lower-cased
+    name, which the client's request then never forwards. ``Authorization`` carries
+    ``Bearer <key>`` (what vLLM and OpenAI check); any other header (``x-api-key``, as
+    Anthropic's API wants) the key itself. ``recorded``: header names that are recorded,
+    which therefore cannot carry a credential. Raises ValueError for a name that is not
+    an HTTP field name or belongs to the proxy's framing."""
+    raw = name.strip().encode("latin-1", "replace")
+    low = raw.lower()
+    if not _TOKEN.fullmatch(raw) or low in _NOT_CREDENTIALS:
+        raise ValueError(f"upstream auth header {name!r}: not a header that can carry a key")
+    if low.decode() in {r.lower() for r in recorded}:
+        raise ValueError(f"upstream auth header {name!r}: it is recorded, so it cannot carry a key")
+    if not key:
+        return b"", low
+    if not key.isascii() or any(c in key for c in "\r\n\0"):
+        raise ValueError("the upstream API key must be ASCII on one line")
+    value = b"Bearer " + key.encode() if low == b"authorization" else key.encode()
+    return raw + b": " + value + b"\r\n", low
+
+
 def upstream_request_head(
     method: str,
     target: bytes,
@@ -281,11 +305,13 @@ def upstream_request_head(
     safe_names: dict[bytes, str],
     extra: bytes,
     body_length: int | None,
+    drop: frozenset[bytes] = DROP_REQUEST,
 ) -> tuple[bytes, dict[str, str]]:
     """The head of the forwarded request, and the allow-listed headers to record.
 
     ``safe_names`` maps lower-cased header names to their recorded spelling;
-    ``extra`` holds whole header lines the proxy adds (its own credentials).
+    ``extra`` holds whole header lines the proxy adds (its own credentials);
+    ``drop`` the lower-cased names never forwarded (:data:`DROP_REQUEST` and more).
     """
     safe: dict[str, str] = {}
     head = [method.encode() + b" " + target + b" HTTP/1.1\r\nHost: " + host + b"\r\n"]
@@ -296,13 +322,13 @@ def upstream_request_head(
         if key is not None:
             text = value.decode("latin-1")
             safe[key] = f"{safe[key]}, {text}" if key in safe else text
-        if low not in DROP_REQUEST:
+        if low not in drop:
             head.append(name + b": " + value + b"\r\n")
         elif low == b"connection":
             named.append(value)
     if named:  # rare: what a Connection header names is hop-by-hop too
-        drop = DROP_REQUEST | tokens(named)
-        head[1:] = [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in drop]
+        named_drop = drop | tokens(named)
+        head[1:] = [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in named_drop]
     head.append(b"Accept-Encoding: identity\r\n")
     head.append(extra)
     if body_length is not None:

@@ -29,7 +29,13 @@ from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.proxy.downstream import ClientConnection, Request
 from contagent.proxy.exchange import Exchange
-from contagent.proxy.http1 import Limits, redact_query, upstream_request_head
+from contagent.proxy.http1 import (
+    DROP_REQUEST,
+    Limits,
+    credential_header,
+    redact_query,
+    upstream_request_head,
+)
 from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.upstream import tls_context
@@ -55,6 +61,7 @@ class ProxyOptions(TypedDict, total=False):
     host: str
     port: int
     upstream_api_key: str | None
+    upstream_auth_header: str
     upstream_timeout: float | None
     upstream_ca: Path | None
     max_connections: int
@@ -75,7 +82,9 @@ class RecordingProxy:
         ...
         await proxy.stop()   # finishes the records of requests in flight
 
-    ``upstream_api_key`` replaces the client's credentials on the way up;
+    ``upstream_api_key`` replaces the client's credentials on the way up, in
+    ``upstream_auth_header`` (``Authorization``, as ``Bearer <key>``, by default;
+    another name, e.g. ``x-api-key``, carries the key itself);
     ``upstream_timeout`` (s) bounds connecting and each wait for upstream bytes
     (504 before the response started, an error event after); None waits forever.
     ``upstream_ca`` (a PEM file) makes an https upstream trusted by its CAs only,
@@ -101,6 +110,7 @@ class RecordingProxy:
         host: str = "127.0.0.1",
         port: int = 0,
         upstream_api_key: str | None = None,
+        upstream_auth_header: str = "Authorization",
         upstream_timeout: float | None = None,
         upstream_ca: Path | None = None,
         max_connections: int = 1024,
@@ -130,7 +140,13 @@ class RecordingProxy:
         self.record_dir = Path(record_dir)
         self.host = host
         self.port = port
-        self._auth = f"Bearer {upstream_api_key}".encode() if upstream_api_key else None
+        try:
+            self._auth, auth_name = credential_header(
+                upstream_auth_header, upstream_api_key, SAFE_HEADERS
+            )
+        except ValueError as exc:
+            raise ContagentError(str(exc)) from None
+        self._drop = DROP_REQUEST | {auth_name}  # the client's key never goes up in it either
         self._extra_head = b""  # header lines the proxy adds upstream, set by start()
         self._timeout = upstream_timeout
         self._max_connections = max_connections
@@ -170,8 +186,7 @@ class RecordingProxy:
             limit=self._max_connections, tls=self._tls,
         )  # fmt: skip
         self._drained = asyncio.Event()
-        auth = b"Authorization: " + self._auth + b"\r\n" if self._auth else b""
-        self._extra_head = auth + self._pool.proxy_auth
+        self._extra_head = self._auth + self._pool.proxy_auth
         try:
             self._server = await loop.create_server(
                 lambda: ClientConnection(self, self.limits), self.host, self.port, backlog=1024
@@ -298,7 +313,7 @@ class RecordingProxy:
         head, safe = upstream_request_head(
             req.method, pool.target_prefix + pool.base_path + raw, pool.host_header,
             req.headers, _SAFE, self._extra_head,
-            len(forward_body) if forward_body or req.method in _BODY_METHODS else None,
+            len(forward_body) if forward_body or req.method in _BODY_METHODS else None, self._drop,
         )  # fmt: skip
 
         recorder = self.recorder

@@ -224,6 +224,11 @@ def test_cli_signal_finishes_in_flight_then_exits(stub_factory, tmp_path, sig):
             "NOPE_UNSET is not set",
         ),
         (["--upstream", "ftp://example.invalid"], {}, "is not an http(s) URL"),
+        (
+            ["--upstream", "http://127.0.0.1:9", "--upstream-auth-header", "Content-Length"],
+            {},
+            "not a header that can carry a key",
+        ),
         (["--upstream", "http://127.0.0.1:9", "--upstream-timeout", "0"], {}, "must be positive"),
         (
             ["--upstream", "https://127.0.0.1:9", "--upstream-ca", "{tmp}/missing.pem"],
