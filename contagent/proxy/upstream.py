@@ -9,10 +9,10 @@ objects: a full client stack here cost about five times the CPU per exchange
 A connection carries one request at a time and reports to its
 :class:`UpstreamSink` (the exchange): ``on_head`` once, ``on_body`` per piece
 of the decoded body as it arrives, then exactly one of ``on_end`` or
-``on_fail``. One case is sent again, once, as HTTP clients do: a reused
-keep-alive connection that the server closes before any byte of the answer
-(the server timed the idle connection out as the request went down it). The
-sink never sees the first attempt.
+``on_fail``. One case is sent again, once: a reused keep-alive connection that
+the server closes before any byte of the answer (the server timed the idle
+connection out as the request went down it, and never read it). The sink
+never sees the first attempt.
 """
 
 from __future__ import annotations
