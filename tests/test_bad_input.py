@@ -107,7 +107,10 @@ def test_validate_missing_and_garbage(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "row at line 1 is malformed: missing keys" in proc.stderr
     bad.write_text("not json\n")
     proc = cli("validate", str(bad))
-    assert proc.returncode == 1 and "row at line 1: malformed JSON" in proc.stderr
+    assert (
+        proc.returncode == 1
+        and "row at line 1 is malformed: not JSON (invalid literal" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from contagent import rules
 from contagent.chat import USAGE_FIELDS
-from contagent.exporters.rollout import build_row
+from contagent.derive import build_row
 from contagent.rules import history_keys, merge_tool_fragments, tool_protocol_problems
 from contagent.testing.rollouts import RolloutBuilder, assistant, call, parts
 
