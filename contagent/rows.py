@@ -109,8 +109,8 @@ class RawLogRef(_Strict):
 class ResultRow(_Strict):
     schema_version: int = version_field(SCHEMA_VERSION, "Results row")
     rollout_id: str
-    experiment: str | None
     model: str | None
+    experiment: str | None
     status: str | None = Field(description="Runner verdict from result.json, if any.")
     passed: bool | None
     reward: float | None

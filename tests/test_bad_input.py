@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from contagent.errors import ContagentError
 from contagent.rawlog import parse_exchanges
-from tests.conftest import cli, read_rows
+from tests.helpers import cli, read_rows
 
 
 def assert_one_line_error(proc, needle: str, code: int = 2) -> None:

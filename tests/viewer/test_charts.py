@@ -12,7 +12,7 @@ from contagent.exporters.summary import ExportSummary
 from contagent.formats.folder import read_dataset_folder
 from contagent.hub.upload import _plan
 from contagent.rows import summarize
-from tests.conftest import cli
+from tests.helpers import cli
 
 
 def test_the_charts_draw_the_rows_summary() -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from contagent.viewer.app import Viewer
-from tests.conftest import read_rows
-from tests.viewer.conftest import SCRIPT, XSS_ID, xss_rollout
+from tests.helpers import read_rows
+from tests.viewer.helpers import SCRIPT, XSS_ID, xss_rollout
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,8 @@ import pytest
 
 from contagent.viewer import source as source_mod
 from contagent.viewer.app import Viewer
-from tests.conftest import cli, read_rows, write_rows
-from tests.viewer.conftest import SCRIPT, XSS_ID, serve, xss_rollout
+from tests.helpers import cli, read_rows, write_rows
+from tests.viewer.helpers import SCRIPT, XSS_ID, serve, xss_rollout
 
 
 def get(viewer: Viewer, path: str, method: str = "GET", host: str | None = None):

@@ -16,7 +16,7 @@ from contagent.exporters.dataset_folder import rows_to_batch
 from contagent.exporters.export import ExportOptions, export
 from contagent.formats import FILTER_KEY, FORMATS
 from contagent.validate.check import validate
-from tests.conftest import cli, read_rows
+from tests.helpers import cli, read_rows
 
 BOTH = ("prime-sft", "trl")
 

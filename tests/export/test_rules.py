@@ -237,7 +237,7 @@ def test_rule9_think_text_the_policy_cannot_move_makes_the_rollout_not_ready(
     tmp_path: Path,
 ) -> None:
     from contagent.validate.check import validate
-    from tests.conftest import write_rows
+    from tests.helpers import write_rows
 
     b = RolloutBuilder("r", "task")
     b.step(assistant("I wrap plans in <think> tags.", reasoning="server thought"))
