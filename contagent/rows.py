@@ -24,14 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contagent.chat import USAGE_FIELDS
 from contagent.errors import ContagentError
+from contagent.layout import ExportPaths
 from contagent.rules import ExcludedReason, NotReadyKind
 from contagent.versions import NewerVersionError, check_version, version_field
 
 #: The results row's version: the exporter writes it, every reader accepts 1 up to it.
 SCHEMA_VERSION = 1
-
-#: The name of an export's rows file.
-RESULTS_NAME = "results.jsonl"
 
 
 class TokenCounts(BaseModel):
@@ -232,7 +230,9 @@ def read_results(path: Path) -> list[ResultLine]:
     except FileNotFoundError:
         raise ContagentError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise ContagentError(f"{path}: is a directory, expected {RESULTS_NAME}") from None
+        raise ContagentError(
+            f"{path}: is a directory, expected {ExportPaths.RESULTS_NAME}"
+        ) from None
     except OSError as exc:
         raise ContagentError(f"{path}: cannot read ({exc.strerror})") from None
     return list(parse_results(data))

@@ -21,9 +21,10 @@ from typing import Any
 
 from contagent.derive import build_row
 from contagent.errors import ContagentError
-from contagent.layout import RolloutPaths, RunPaths
-from contagent.rows import RESULTS_NAME, RowSummary, parse_line, parse_results
+from contagent.layout import ExportPaths, RolloutPaths, RunPaths
+from contagent.rows import RowSummary, parse_line, parse_results
 
+RESULTS_NAME = ExportPaths.RESULTS_NAME
 RESCAN_S = 1.0  # a log dir is looked at again at most this often
 
 
