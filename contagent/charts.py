@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contagent.layout import DatasetFolderPaths
+from contagent.rows import RowSummary
 
 CHART_DIR = DatasetFolderPaths.IMAGES_DIR
 """Folder, inside a dataset folder, that holds the card's chart files."""
@@ -140,56 +141,37 @@ def _short(label: str, limit: int = 40) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-def card_charts(summary: Mapping[str, Any]) -> list[Chart]:
-    """The charts of an export summary (``ExportSummary.model_dump()``), read defensively."""
-    read = int(summary.get("rollouts_read") or 0)
-    ready = int(summary.get("training_ready") or 0)
-    passed = int(summary.get("passed") or 0)
-    charts = [
-        bar(
-            "rollouts",
-            "Rollouts",
-            {
-                "read": read,
-                "passed": passed,
-                "training-ready": ready,
-                "not training-ready": read - ready,
-            },
-            "rollouts",
-        ),
+def summary_charts(summary: RowSummary) -> list[Chart]:
+    """The charts of a set of rows: the dataset card draws them as PNG, the viewer as SVG."""
+    read, ready = summary.rollouts_read, summary.training_ready
+    rollouts = {
+        "read": read,
+        "passed": summary.passed,
+        "training-ready": ready,
+        "not training-ready": read - ready,
+    }
+    out = [bar("rollouts", "Rollouts", rollouts, "rollouts")]
+    for group, counts in (("experiment", summary.per_experiment), ("model", summary.per_model)):
+        if group == "experiment" or len(counts) > 1:
+            rate = {name: c.passed / c.rollouts for name, c in counts.items() if c.rollouts}
+            out.append(bar(f"pass-rate-{group}", f"Pass rate per {group}", rate, "", True))
+    tokens = summary.tokens
+    totals = {
+        part: getattr(tokens, part).total_tokens for part in ("billed", "selected", "excluded")
+    }
+    steps = [float(n) for n, k in summary.steps_per_rollout.items() for _ in range(k)]
+    out += [
         bar(
             "not-ready-kinds",
             "Rollouts not training-ready, by kind",
-            _counts(summary.get("not_ready_reasons")),
+            summary.not_ready_reasons,
             "rollouts",
         ),
-        bar(
-            "excluded-reasons",
-            "Exchanges excluded, by reason",
-            _counts(summary.get("exclusions")),
-            "exchanges",
-        ),
+        bar("excluded-reasons", "Exchanges excluded, by reason", summary.exclusions, "exchanges"),
+        bar("tokens", "Tokens (total)", totals, "tokens"),
+        hist("steps", "Steps per rollout", steps, "steps"),
     ]
-    tokens = summary.get("tokens")
-    totals = token_totals(tokens if isinstance(tokens, Mapping) else {})
-    charts.append(bar("tokens", "Tokens (total)", totals, "tokens"))
-    return charts
-
-
-def token_totals(tokens: Mapping[str, Any]) -> dict[str, float]:
-    """``{billed, selected, excluded}`` total tokens from a ``token_usage``-shaped mapping."""
-    out: dict[str, float] = {}
-    for part in ("billed", "selected", "excluded"):
-        counts = tokens.get(part)
-        value = counts.get("total_tokens") if isinstance(counts, Mapping) else None
-        out[part] = value if isinstance(value, int | float) and not isinstance(value, bool) else 0
     return out
-
-
-def _counts(value: Any) -> dict[str, float]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 @dataclass(frozen=True)
@@ -201,9 +183,9 @@ class CardImage:
     png: bytes
 
 
-def card_images(summary: Mapping[str, Any]) -> list[CardImage]:
+def card_images(summary: RowSummary) -> list[CardImage]:
     """The summary's charts drawn as PNGs, once per export whatever the number of folders."""
-    return [CardImage(c.title, f"{c.slug}.png", render(c, "png")) for c in card_charts(summary)]
+    return [CardImage(c.title, f"{c.slug}.png", render(c, "png")) for c in summary_charts(summary)]
 
 
 def write_card_charts(folder: Path, images: Sequence[CardImage]) -> list[tuple[str, str]]:

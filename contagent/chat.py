@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-#: what :func:`usage_counts` returns, and what the token identity (rule 8) sums.
+#: what :func:`usage_counts` returns, and what the token identity sums.
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 #: content part types that carry text; any other part (image, audio, file) cannot

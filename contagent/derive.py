@@ -1,23 +1,27 @@
-"""A results row derived from a rollout's raw exchange log (pure: no IO).
+"""A results row derived from a rollout's raw exchange log.
 
-The exporter writes what :func:`derive_row` returns and the validator derives it
-again from the raw log and compares every field, so the two can never disagree
-on a rule; the validator's own invariants (:mod:`contagent.validate.invariants`)
-check the derivation independently.
+:func:`derive_row` is pure (no IO); :func:`build_row` reads a rollout's files and
+calls it. The exporter writes what they return, the viewer shows it for a run in
+progress, and the validator derives it again from the raw log and compares every
+field, so none of them can disagree on a rule; the validator's own invariants
+(:mod:`contagent.validate.invariants`) check the derivation independently.
+
+The row is built as a plain dict in :class:`contagent.rows.ResultRow`'s field
+order (the fast path for orjson); a test holds the two to the same keys.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from contagent import chat, rules
-from contagent.rawlog import RawRollout
+from contagent.errors import ContagentError
+from contagent.layout import RolloutPaths
+from contagent.rawlog import RawRollout, read_exchanges, read_result
+from contagent.rows import SCHEMA_VERSION
 from contagent.trajectory import branch_ids
-
-#: The version of the results row this module writes.
-ROW_SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -29,7 +33,8 @@ class Derived:
 
 
 def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
-    """Classify each exchange (rule 1), repair and scan each request (rules 2, 4)."""
+    """Classify each exchange by completeness; repair fragments and scan each request's
+    history for what it carries (consumption by identity)."""
     views: list[rules.View] = []
     scans: dict[int, rules.Scan] = {}
     repairs: dict[Any, dict[str, Any]] = {}
@@ -54,7 +59,7 @@ def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], li
 def _parents(
     selected: list[tuple[int, list[Any], dict[str, Any]]],
 ) -> dict[int, int | None]:
-    """Rule 4: each step extends the longest earlier step whose conversation it continues."""
+    """Branches: each step extends the longest earlier step whose conversation it continues."""
     parents: dict[int, int | None] = {}
     # earlier steps sorted by (request length, index): the longest, then latest, first
     earlier: list[tuple[int, int]] = []
@@ -181,7 +186,7 @@ def derive_row(
     selected = [usages[s["exchange_index"]] for s in steps]
     dropped = [usages[e["exchange_index"]] for e in excluded]
     row = {
-        "schema_version": ROW_SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "rollout_id": result.get("rollout_id") or rollout_id,
         "model": result.get("model") or _model(raw),
         **{name: result.get(name) for name in rules.RESULT_FIELDS},
@@ -224,3 +229,34 @@ def _model(raw: RawRollout) -> str | None:
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             return body["model"]
     return None
+
+
+@dataclass
+class RolloutExport:
+    """A row (plain dict, ready for orjson) and what else the export needs of it."""
+
+    row: dict[str, Any]
+    raw_bytes: int
+    exchanges: int
+    #: per branch, the union of its steps' tool definitions
+    branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
+    """Read one rollout's raw log and result.json and derive its row; refuse (exit 3) a
+    row that would lose an exchange (fail closed)."""
+    raw = read_exchanges(paths.exchanges)
+    result = read_result(paths.result) or {}
+    derived = derive_row(raw, result, paths.rollout_id, drop_reasoning)
+    own = rules.accounting_problems(derived.row, raw.indices)
+    if own:
+        raise ContagentError(
+            f"{paths.root}: refusing to write an export that loses exchanges: {own[0]}",
+            exit_code=3,
+        )
+    return RolloutExport(
+        row=derived.row,
+        raw_bytes=raw.size,
+        exchanges=len(raw.indices),
+        branch_tools=derived.branch_tools,
+    )

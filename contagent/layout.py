@@ -245,9 +245,11 @@ class ExportPaths:
 
     root: Path
 
+    RESULTS_NAME = "results.jsonl"
+
     @property
     def results(self) -> Path:
-        return self.root / "results.jsonl"
+        return self.root / self.RESULTS_NAME
 
     @property
     def summary(self) -> Path:

@@ -21,8 +21,9 @@ import orjson
 
 from contagent.chat import usage_counts
 from contagent.errors import ContagentError
-from contagent.records import OUTCOMES, SCHEMA_VERSION
+from contagent.records import OUTCOMES, RESULT_SCHEMA_VERSION, SCHEMA_VERSION
 from contagent.responses import normalise_exchanges
+from contagent.versions import check_version
 
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
@@ -100,12 +101,7 @@ def parse_exchanges(path: Path, data: bytes) -> RawRollout:
             continue
         if not isinstance(rec, dict):
             raise ContagentError(f"{path}:{lineno}: record is not a JSON object")
-        version = rec.get("schema_version", SCHEMA_VERSION)
-        if not _is_index(version) or version > SCHEMA_VERSION:
-            raise ContagentError(
-                f"{path}:{lineno}: schema_version {version!r} is newer than this contagent "
-                f"reads ({SCHEMA_VERSION}); upgrade contagent"
-            )
+        check_version(rec.get("schema_version", 1), SCHEMA_VERSION, f"{path}:{lineno}")
         kind = rec.get("type")
         if kind == "request":
             required, table = _REQUIRED_REQUEST, raw.requests
@@ -182,12 +178,7 @@ def read_result(path: Path) -> dict[str, Any] | None:
         raise ContagentError(f"{path}: malformed JSON ({exc})") from None
     if not isinstance(value, dict):
         raise ContagentError(f"{path}: result is not a JSON object")
-    version = value.get("schema_version", SCHEMA_VERSION)
-    if not _is_index(version) or version > SCHEMA_VERSION:
-        raise ContagentError(
-            f"{path}: schema_version {version!r} is newer than this contagent reads "
-            f"({SCHEMA_VERSION}); upgrade contagent"
-        )
+    check_version(value.get("schema_version", 1), RESULT_SCHEMA_VERSION, str(path))
     for name, types in _RESULT_TYPES.items():
         field_value = value.get(name)
         if field_value is not None and (

@@ -21,7 +21,12 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION: Literal[1] = 1
+from contagent.versions import version_field
+
+#: The raw exchange log's version (request and outcome records).
+SCHEMA_VERSION = 1
+#: ``result.json``'s version.
+RESULT_SCHEMA_VERSION = 1
 
 Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
@@ -56,7 +61,7 @@ SAFE_HEADERS: frozenset[str] = frozenset(
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = Field(SCHEMA_VERSION, description="Raw log format version.")
+    schema_version: int = version_field(SCHEMA_VERSION, "Raw log")
     index: int = Field(ge=0, description="Dense 0-based per-rollout index, in arrival order.")
     rollout_id: str = Field(description="The rollout this exchange belongs to.")
 
@@ -200,7 +205,7 @@ class RolloutResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: int = version_field(RESULT_SCHEMA_VERSION, "result.json")
     rollout_id: str
     experiment: str | None = None
     model: str | None = None

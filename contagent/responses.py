@@ -17,7 +17,7 @@ that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
 - function tools -> chat ``{"type": "function", "function": {...}}``; other tool
   definitions (a ``namespace`` of tools, built-in ``web_search``) are kept as sent;
 - the response's ``output`` items -> one assistant message; ``status`` and
-  ``incomplete_details`` are kept (rule 1 reads them), and the finish reason
+  ``incomplete_details`` are kept (the completeness rule reads them), and the finish reason
   says why: ``stop``/``tool_calls`` when completed, ``length`` when cut at
   ``max_output_tokens``, else the status or incomplete reason; ``usage``
   (``input_tokens``/``output_tokens``) is kept as is and counted as chat usage is.

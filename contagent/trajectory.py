@@ -60,7 +60,7 @@ def to_wire(message: dict[str, Any], drop_reasoning: bool) -> dict[str, Any]:
 
 
 def branch_ids(steps: list[tuple[int, int | None]]) -> tuple[dict[int, int], int]:
-    """Rule 4's branches from each step's parent: ``(exchange_index, extends)`` in index order.
+    """The branches from each step's parent: ``(exchange_index, extends)`` in index order.
 
     A step whose parent it continues stays on the parent's branch when it is the
     parent's main line (the child with the longest chain of steps after it, the later

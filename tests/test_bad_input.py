@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from contagent.errors import ContagentError
 from contagent.rawlog import parse_exchanges
-from tests.conftest import cli, read_rows
+from tests.helpers import cli, read_rows
 
 
 def assert_one_line_error(proc, needle: str, code: int = 2) -> None:
@@ -107,7 +107,10 @@ def test_validate_missing_and_garbage(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "row at line 1 is malformed: missing keys" in proc.stderr
     bad.write_text("not json\n")
     proc = cli("validate", str(bad))
-    assert proc.returncode == 1 and "row at line 1: malformed JSON" in proc.stderr
+    assert (
+        proc.returncode == 1
+        and "row at line 1 is malformed: not JSON (invalid literal" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 

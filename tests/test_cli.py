@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from contagent.testing.samples import SCENARIOS
-from tests.conftest import cli, read_rows, write_rows
+from tests.helpers import cli, read_rows, write_rows
 
 
 def test_export_then_validate(samples: Path, tmp_path: Path) -> None:

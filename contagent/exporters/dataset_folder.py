@@ -295,9 +295,7 @@ def write_dataset_card(
         download_size=sum(p.stat().st_size for p in shards),
         data_files=paths.SHARD_GLOB,
         charts=tuple(
-            write_card_charts(
-                paths.root, card_images(summary.model_dump()) if images is None else images
-            )
+            write_card_charts(paths.root, card_images(summary) if images is None else images)
         ),
     )
     text = render_card(summary, fmt, facts)

@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from contagent import __version__
 from contagent.charts import card_images
+from contagent.derive import build_row
 from contagent.errors import ContagentError
 from contagent.exporters.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
-from contagent.exporters.rollout import build_row
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import FILTER_KEY, FORMATS_KEY, format_named
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
@@ -174,7 +174,7 @@ def export(
             _write_rows(fh, rollouts, options, writers, summary, progress)
         for fmt in formats:
             summary.parquet_files += [str(p) for p in writers[fmt.name].close()]
-        images = card_images(summary.model_dump()) if formats else []  # drawn once for all
+        images = card_images(summary) if formats else []  # drawn once for all
         for fmt in formats:
             write_dataset_card(paths.format_folder(fmt.name).root, summary, fmt, images)
         os.replace(tmp, paths.results)
@@ -197,17 +197,15 @@ def _write_rows(
     progress: Progress | None,
 ) -> None:
     seen_ids: set[str] = set()
-    models: set[str] = set()
-    experiments: set[str] = set()
     for n, done in enumerate(_results(rollouts, options), start=1):
         row = done.row
         if row["rollout_id"] in seen_ids:
             raise ContagentError(f"two rollouts share the id {row['rollout_id']!r}")
         seen_ids.add(row["rollout_id"])
         fh.write(done.row_json)
-        _tally(summary, done)
-        models.update([row["model"]] if row["model"] else [])
-        experiments.update([row["experiment"]] if row["experiment"] else [])
+        summary.add(row, row["steps_count"])
+        summary.exchanges_read += done.exchanges
+        summary.raw_bytes += done.raw_bytes
         for name, batch in done.batches.items():
             writers[name].write_batch(batch)
         if done.batches:
@@ -216,25 +214,6 @@ def _write_rows(
             summary.rollouts_written += 1
         if progress:
             progress(n, len(rollouts))
-    summary.models, summary.experiments = sorted(models), sorted(experiments)
-
-
-def _tally(summary: ExportSummary, done: _Done) -> None:
-    row = done.row
-    summary.rollouts_read += 1
-    summary.raw_logs.append(row["raw_log"]["path"])
-    summary.exchanges_read += done.exchanges
-    summary.raw_bytes += done.raw_bytes
-    summary.steps_selected += row["steps_count"]
-    summary.repairs += len(row["repairs"])
-    summary.training_ready += bool(row["training_ready"])
-    summary.passed += row.get("passed") is True
-    for exc in row["excluded"]:
-        summary.exclusions[exc["reason"]] = summary.exclusions.get(exc["reason"], 0) + 1
-    for kind in row["not_ready_kinds"]:
-        summary.not_ready_reasons[kind] = summary.not_ready_reasons.get(kind, 0) + 1
-    for part in ("billed", "selected", "excluded"):
-        getattr(summary.tokens, part).add(row["token_usage"][part])
 
 
 def _write_summary(paths: ExportPaths, summary: ExportSummary) -> None:

@@ -12,8 +12,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from contagent.errors import ContagentError
-from contagent.formats.prime_sft import PrimeSft
+from contagent.formats.prime_sft import SCHEMA_VERSION, PrimeSft
 from contagent.formats.trl import Trl
+from contagent.versions import check_version
 
 FILTER_KEY = b"contagent.filter"
 """Parquet metadata key: the ``--filter`` the export chose rows by."""
@@ -53,6 +54,14 @@ def format_named(name: str) -> Format:
     except KeyError:
         known = ", ".join(FORMATS)
         raise ContagentError(f"unknown format {name!r} (known: {known})") from None
+
+
+def format_version(schema: pa.Schema, where: str) -> int:
+    """The records' version a Parquet file's schema metadata gives, through the one version
+    gate (a newer one raises :class:`~contagent.versions.NewerVersionError`)."""
+    raw = (schema.metadata or {}).get(b"contagent.schema_version", b"")
+    value: object = int(raw) if raw.isdigit() else raw.decode(errors="replace")
+    return check_version(value, SCHEMA_VERSION, where)
 
 
 def format_of(schema: pa.Schema) -> str | None:

@@ -17,7 +17,13 @@ import pyarrow as pa
 from contagent.chat import sum_usage
 from contagent.trajectory import branch_conversations
 
-SCHEMA_VERSION = "1"
+#: The version of the dataset folders' records (every format's), written in each shard.
+SCHEMA_VERSION = 1
+
+
+def schema_metadata(name: str) -> dict[str, str]:
+    """A format's Arrow schema metadata: its name and the records' version."""
+    return {"contagent.format": name, "contagent.schema_version": str(SCHEMA_VERSION)}
 
 
 def message_struct(arguments: pa.DataType) -> pa.StructType:
@@ -60,7 +66,7 @@ PRIME_SFT_SCHEMA = pa.schema(
         pa.field("completion_tokens", pa.int64(), nullable=False),
         pa.field("total_tokens", pa.int64(), nullable=False),
     ],
-    metadata={"contagent.format": "prime-sft", "contagent.schema_version": SCHEMA_VERSION},
+    metadata=schema_metadata("prime-sft"),
 )
 
 COLUMN_DOCS: dict[str, str] = {

@@ -18,9 +18,9 @@ from contagent.errors import ContagentError
 from contagent.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
 from contagent.formats.prime_sft import (
     PRIME_SFT_SCHEMA,
-    SCHEMA_VERSION,
     branch_records,
     message_struct,
+    schema_metadata,
 )
 
 _JSON = pa.json_()
@@ -33,7 +33,7 @@ TRL_SCHEMA = pa.schema(
         pa.field("tools", _JSON, nullable=False),
         *(f for f in PRIME_SFT_SCHEMA if f.name not in ("messages", "tools")),
     ],
-    metadata={"contagent.format": "trl", "contagent.schema_version": SCHEMA_VERSION},
+    metadata=schema_metadata("trl"),
 )
 
 COLUMN_DOCS: dict[str, str] = {

@@ -1,5 +1,5 @@
-"""One request's history, as pure functions: fragment repair (rule 4), the tool protocol and
-what the history says the agent executed (the request half of rule 2).
+"""One request's history, as pure functions: fragment repair, the tool protocol and
+what the history says the agent executed (the request half of consumption by identity).
 
 Agents resend the whole history each step; :func:`scan_request` reuses the scan
 of the previous request when the new one starts with the same raw messages, so a
@@ -29,7 +29,7 @@ Problem = tuple[str, str]
 
 
 def merge_tool_fragments(messages: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    """Rule 4: merge adjacent ``role: tool`` messages that share a ``tool_call_id``.
+    """Fragment repair: merge adjacent ``role: tool`` messages that share a ``tool_call_id``.
 
     Returns the repaired list (the input when nothing changed) and one repair
     record per merged run: ``{"tool_call_id", "fragments"}``.
@@ -166,7 +166,7 @@ def end_problems(pending: frozenset[str]) -> list[Problem]:
 
 @dataclass(frozen=True)
 class Scan:
-    """Rules 2 and 4 and the tool protocol, applied to one request's messages."""
+    """Consumption by identity, fragment repair and the tool protocol, applied to one request's messages."""
 
     raw: list[Any]
     repaired: list[Any]

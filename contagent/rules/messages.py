@@ -1,5 +1,5 @@
-"""Rules on single messages and responses: completeness (rule 1), consumption keys,
-reasoning, tool arguments, the tool union (rule 6) and conversation extension; and the
+"""Rules on single messages and responses: completeness, consumption keys,
+reasoning, tool arguments, the tool union and conversation extension; and the
 kinds a row may name."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
 
 
 def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
-    """Rule 1: is a response complete?  Returns ``(completed, why_not)``.
+    """Completeness: is a response complete?  Returns ``(completed, why_not)``.
 
     Complete means HTTP 200, a parseable body, a Responses-API ``status`` absent
     or ``completed``, no ``incomplete_details``, and every chat choice's
@@ -111,7 +111,7 @@ Key = tuple[str, Any]
 
 
 def consumption_key(message: dict[str, Any]) -> Key:
-    """Rule 2: what a later request must carry for ``message`` to count as consumed.
+    """Consumption by identity: what a later request must carry for ``message`` to count as consumed.
 
     Tool calls by identity (id, function name and canonical arguments: ids repeat
     across calls in some models and retries), text answers by canonical text
@@ -131,7 +131,7 @@ def carries(key: Key, calls: frozenset[CallKey] | set[CallKey], texts: Any) -> b
 
 
 def is_safe(message: dict[str, Any]) -> bool:
-    """Rule 3: plain text, or a call of a terminal tool such as ``finish``."""
+    """Safe ending: plain text, or a call of a terminal tool such as ``finish``."""
     if legacy_function_call(message) is not None:
         return False
     calls = tool_calls(message)
@@ -139,7 +139,7 @@ def is_safe(message: dict[str, Any]) -> bool:
 
 
 def response_problems(message: dict[str, Any], index: int) -> list[Problem]:
-    """What makes a response unfit for a training row (rule 5)."""
+    """What makes a response unfit for a training row (fail closed)."""
     return message_problems(message, f"response {index}")
 
 
@@ -147,7 +147,7 @@ _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 
 def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any]:
-    """Rule 9: keep reasoning as ``reasoning_content`` (or drop it), never with ``<think>`` text.
+    """Reasoning policy: keep reasoning as ``reasoning_content`` (or drop it), never with ``<think>`` text.
 
     vLLM >= 0.11 names the field ``reasoning``; it is kept under the older name
     ``reasoning_content``. A leading ``<think>...</think>`` block in string
@@ -177,7 +177,7 @@ def apply_reasoning_policy(message: dict[str, Any], drop: bool) -> dict[str, Any
 
 def has_think_conflict(message: dict[str, Any]) -> bool:
     """``<think>`` text left in content (not a leading block the policy can move) beside
-    reasoning, or two different reasoning texts under both names: rule 9 forbids both."""
+    reasoning, or two different reasoning texts under both names: the reasoning policy forbids both."""
     both = message.get("reasoning_content"), message.get("reasoning")
     if all(isinstance(r, str) and r for r in both) and both[0] != both[1]:
         return True
@@ -200,7 +200,7 @@ def _tool_key(tool: Any) -> str | None:
 
 
 def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rule 6: union of tool definitions keyed by function name (type and name for other
+    """Tool union: union of tool definitions keyed by function name (type and name for other
     kinds, e.g. a Responses ``namespace`` or ``web_search``); returns (tools, conflicts)."""
     by_name: dict[str, dict[str, Any]] = {}
     conflicts: list[str] = []
@@ -221,7 +221,7 @@ def tool_union(tool_lists: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def branch_tools(steps: Iterable[tuple[int, Any]]) -> dict[int, list[dict[str, Any]]]:
-    """Rule 6 per branch: the union of the tools of each branch's requests, from
+    """The tool union per branch: the union of the tools of each branch's requests, from
     ``(branch, request body)`` pairs in step order."""
     lists: dict[int, list[Any]] = {}
     for branch, body in steps:

@@ -1,5 +1,5 @@
-"""Rollout-level rules: truncation (rule 7), the result.json fields a row copies, which
-rows become training records, and the accounting every export must pass (rule 5)."""
+"""Rollout-level rules: truncation, the result.json fields a row copies, which
+rows become training records, and the accounting every export must pass (fail closed)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ _CUT_STOPS = frozenset({"max_iterations", "timeout"})
 def rollout_truncation(
     result: dict[str, Any], cut_last_step: int | None, cut_final: int | None = None
 ) -> tuple[bool, str | None]:
-    """Rule 7: the iteration limit, a timeout, a cut last step, or a final generation that
+    """Truncation: the iteration limit, a timeout, a cut last step, or a final generation that
     was cut with nothing after it (even though that exchange itself is excluded)."""
     stop = result.get("stop_condition")
     if stop in _CUT_STOPS or result.get("status") == "timeout":
@@ -52,7 +52,7 @@ def selected_for_training(row: dict[str, Any], filter: str) -> bool:
 
 
 def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:
-    """Rule 5: every raw exchange index appears exactly once, in steps or in excluded."""
+    """Fail closed: every raw exchange index appears exactly once, in steps or in excluded."""
     seen = Counter(s["exchange_index"] for s in row["steps"])
     seen.update(e["exchange_index"] for e in row["excluded"])
     problems = [f"exchange {i} appears {n} times" for i, n in sorted(seen.items()) if n > 1]

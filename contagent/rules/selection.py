@@ -1,5 +1,5 @@
-"""Which exchanges become steps: per-exchange status (rules 1 and 8), consumption by
-exact identity (rule 2), retries vs restarts (rule 3), consumed incomplete responses."""
+"""Which exchanges become steps: per-exchange status (completeness, and the route that makes a
+generation), consumption by exact identity, retries vs restarts, consumed incomplete responses."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class View:
     """What selection needs to know of one exchange."""
 
     index: int
-    #: ``completed``/``incomplete`` (rule 1 applied), another outcome, or one of
+    #: ``completed``/``incomplete`` (completeness applied), another outcome, or one of
     #: ``no_outcome``, ``no_request``, ``unsupported_route``, ``unreadable_request``.
     status: str
     body: Any = None
@@ -42,7 +42,7 @@ GENERATION_ROUTES = ("/chat/completions", "/responses")
 
 
 def is_chat_route(path: Any) -> bool:
-    """Rule 8: the route decides whether an exchange is a generation, not the body's shape."""
+    """The route decides whether an exchange is a generation, not the body's shape."""
     return route_ends_with(path, GENERATION_ROUTES)
 
 
@@ -63,7 +63,7 @@ def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:
 def classify(
     request: dict[str, Any] | None, outcome: dict[str, Any] | None
 ) -> tuple[str, list[Any] | None, dict[str, Any] | None]:
-    """Rule 1 for one exchange, from its raw records: (status, request messages, response).
+    """Completeness for one exchange, from its raw records: (status, request messages, response).
 
     ``status`` is the recorded outcome, with ``completed`` kept only for a complete
     response carrying a readable message (else ``incomplete``); ``no_request`` and
@@ -96,7 +96,7 @@ def classify(
 
 
 def consumption(views: list[View]) -> tuple[dict[int, bool], dict[int, list[str]]]:
-    """Rule 2: whether a later request carries each response, and which responses a later
+    """Consumption by identity: whether a later request carries each response, and which responses a later
     request carries only in part (their calls not replayed, by id).
 
     ``views`` in index order; response-less exchanges get no entry.
@@ -122,7 +122,7 @@ def _body_bucket(body: Any) -> Any:
 
 
 def _groups(views: list[View]) -> list[list[View]]:
-    """Completed exchanges grouped by identical request body (rule 3), in first-seen order."""
+    """Completed exchanges grouped by identical request body (retries vs restarts), in first-seen order."""
     buckets: dict[Any, list[list[View]]] = {}
     groups: list[list[View]] = []
     for view in views:

@@ -10,13 +10,13 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
-from contagent.derive import ROW_SCHEMA_VERSION
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
 from contagent.rawlog import read_exchanges, read_result
+from contagent.rows import read_results
 from contagent.validate.formats import check_format_folders
 from contagent.validate.invariants import row_problems
-from contagent.validate.rowcheck import derived_problems, shape_problem
+from contagent.validate.rowcheck import derived_problems
 
 #: Exit code of ``contagent validate`` when the validator itself fails (1 means violations).
 INTERNAL_ERROR_EXIT = 4
@@ -43,27 +43,6 @@ class ValidationReport(BaseModel):
         return not self.violations
 
 
-def _read_rows(results: Path, report: ValidationReport) -> list[tuple[int, Any]]:
-    """(line number, parsed value) of each non-blank line; unparseable lines are violations."""
-    try:
-        data = results.read_bytes()
-    except FileNotFoundError:
-        raise ContagentError(f"{results}: no such file") from None
-    except IsADirectoryError:
-        raise ContagentError(f"{results}: is a directory, expected results.jsonl") from None
-    rows = []
-    for lineno, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((lineno, orjson.loads(line)))
-        except orjson.JSONDecodeError as exc:
-            report.violations.append(
-                Violation(rollout_id=None, reason=f"row at line {lineno}: malformed JSON ({exc})")
-            )
-    return rows
-
-
 def validate(results: Path) -> ValidationReport:
     """Check every row of ``results`` against its raw log, the set of rows against the
     export's summary, then the Parquet beside it.
@@ -84,33 +63,25 @@ def validate(results: Path) -> ValidationReport:
 
 def _validate(results: Path) -> ValidationReport:
     report = ValidationReport(results=str(results))
-    parsed = _read_rows(results, report)
-    report.rows = len(parsed)
+    lines = read_results(results)
+    report.rows = len(lines)
+    newer = next((line for line in lines if line.newer), None)
+    if newer is not None:
+        raise ContagentError(f"{results}:{newer.lineno}: {newer.problem}")
     summary = _summary(ExportPaths.of_results(results))
     rows: list[dict[str, Any]] = []
     branch_tools: dict[str, dict[int, list[Any]]] = {}
-    for lineno, row in parsed:
-        shape = shape_problem(row)
-        if shape is not None:
-            rid = row.get("rollout_id") if isinstance(row, dict) else None
-            report.violations.append(
-                Violation(
-                    rollout_id=rid if isinstance(rid, str) else None,
-                    reason=f"row at line {lineno} is malformed: {shape}",
-                )
-            )
+    for line in lines:
+        row = line.row
+        if row is None:
+            reason = f"row at line {line.lineno} is malformed: {line.problem}"
+            report.violations.append(Violation(rollout_id=line.rollout_id, reason=reason))
             continue
-        if row["schema_version"] > ROW_SCHEMA_VERSION:
-            raise ContagentError(
-                f"{results}:{lineno}: schema_version {row['schema_version']} is newer than "
-                f"this contagent reads ({ROW_SCHEMA_VERSION}); upgrade contagent"
-            )
         rows.append(row)
-        rid = str(row["rollout_id"])
         report.training_ready += row["training_ready"] is True
-        tools = _check_row(row, lineno, summary, report)
+        tools = _check_row(row, line.lineno, summary, report)
         if tools is not None:
-            branch_tools[rid] = tools
+            branch_tools[row["rollout_id"]] = tools
     report.violations.extend(_set_problems(rows, summary))
     report.parquet_rows, folder_problems = check_format_folders(
         ExportPaths.of_results(results), rows, branch_tools, summary

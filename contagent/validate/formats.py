@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from contagent import rules
 from contagent.errors import ContagentError
-from contagent.formats import FILTER_KEY, FORMATS, FORMATS_KEY, Format, format_of
+from contagent.formats import FILTER_KEY, FORMATS, FORMATS_KEY, Format, format_of, format_version
 from contagent.formats.folder import read_dataset_folder
 from contagent.layout import ExportPaths
 
@@ -72,6 +72,11 @@ def _check_folder(
             fmt.schema, check_metadata=False
         ):
             problems.append((None, f"{name}: not the {fmt.name} schema"))
+            continue
+        try:
+            format_version(table.schema, name)
+        except ContagentError as exc:
+            problems.append((None, str(exc)))
             continue
         meta = table.schema.metadata or {}
         filters.add(meta.get(FILTER_KEY, b"").decode())

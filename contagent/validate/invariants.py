@@ -17,7 +17,7 @@ _NO_KEYS: tuple[frozenset[Any], frozenset[str]] = (frozenset(), frozenset())
 
 
 def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
-    """Rule 8: selected + excluded == billed per field, each equal to the raw sums."""
+    """The token identity: selected + excluded == billed per field, each equal to the raw sums."""
     problems = []
     usage = row["token_usage"]
     by_index = {i: raw.usage(i) for i in raw.indices}
@@ -39,7 +39,7 @@ def token_problems(row: dict[str, Any], raw: RawRollout) -> list[str]:
 def result_problems(
     row: dict[str, Any], result: dict[str, Any], statuses: dict[int, str]
 ) -> list[str]:
-    """The row says what result.json says, and is truncated exactly when rule 7 says so."""
+    """The row says what result.json says, and is truncated exactly when the truncation rule says so."""
     problems = [
         f"{name} is {row.get(name)!r}, result.json says {result.get(name)!r}"
         for name in rules.RESULT_FIELDS
@@ -49,7 +49,7 @@ def result_problems(
     cut = steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None
     truncated, _ = rules.rollout_truncation(result, cut, rules.final_cut(statuses))
     if row["truncated"] != truncated:
-        problems.append(f"truncated is {row['truncated']}, rule 7 says {truncated}")
+        problems.append(f"truncated is {row['truncated']}, the truncation rule says {truncated}")
     return problems
 
 

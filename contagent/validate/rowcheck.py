@@ -1,94 +1,33 @@
-"""A results row checked field by field against the row derived again from its raw log."""
+"""A results row checked field by field against the row derived again from its raw log.
+
+The row's shape is checked when it is read (:func:`contagent.rows.read_results`,
+from :class:`~contagent.rows.ResultRow`'s fields); here every field of the model is
+compared with the derivation.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel
 
 from contagent.derive import derive_row
 from contagent.rawlog import RawRollout
-from contagent.rows import ResultRow
-
-#: Keys every results row has (its typed shape, :class:`contagent.rows.ResultRow`).
-ROW_KEYS = tuple(ResultRow.model_fields)
+from contagent.rows import ROW_KEYS, ResultRow
 
 
-def shape_problem(row: Any) -> str | None:
-    """Why ``row`` is not a results row a validator can read, or None."""
-    if not isinstance(row, dict):
-        return f"not a JSON object but {type(row).__name__}"
-    missing = [k for k in ROW_KEYS if k not in row]
-    if missing:
-        return f"missing keys: {', '.join(missing)}"
-    extra = sorted(k for k in row if k not in ROW_KEYS)
-    if extra:
-        return f"unknown keys: {', '.join(extra)}"
-    version = row["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool):
-        return f"schema_version {version!r} is not an integer"
-    ref = row["raw_log"]
-    if not (
-        isinstance(ref, dict)
-        and set(ref) == {"path", "sha256", "bytes"}
-        and isinstance(ref.get("path"), str)
-        and isinstance(ref.get("sha256"), str)
-    ):
-        return "raw_log is not {path, sha256, bytes}"
-    if not isinstance(row["drop_reasoning"], bool):
-        return "drop_reasoning is not a boolean"
-    for key in ("steps", "excluded", "tools", "repairs", "not_ready_kinds"):
-        value = row[key]
-        if not isinstance(value, list) or (
-            key in ("steps", "excluded", "repairs") and not all(isinstance(v, dict) for v in value)
-        ):
-            return f"{key} is not a list of objects"
-    for key, shape in (("steps", _STEP), ("excluded", _EXCLUDED)):
-        for pos, entry in enumerate(row[key]):
-            wrong = _wrong_fields(entry, shape)
-            if wrong:
-                return f"{key}[{pos}] has wrong or missing fields: {', '.join(wrong)}"
-    usage = row["token_usage"]
-    if not isinstance(usage, dict) or not all(
-        isinstance(usage.get(part), dict) for part in ("billed", "selected", "excluded")
-    ):
-        return "token_usage is not {billed, selected, excluded}"
-    return None
+def _lists_of_entries() -> tuple[str, ...]:
+    """The row's fields that are lists of typed entries (steps, excluded, repairs)."""
+    out = []
+    for name, info in ResultRow.model_fields.items():
+        args = get_args(info.annotation)
+        if get_origin(info.annotation) is list and args and isinstance(args[0], type):
+            if issubclass(args[0], BaseModel):
+                out.append(name)
+    return tuple(out)
 
 
-_INT = (int,)
-_OPT_INT = (int, type(None))
-_OPT_DICT = (dict, type(None))
-_OPT_STR = (str, type(None))
-_STEP: dict[str, tuple[type, ...]] = {
-    "exchange_index": _INT,
-    "branch": _INT,
-    "extends": _OPT_INT,
-    "messages": (list,),
-    "response": (dict,),
-    "finish_reason": _OPT_STR,
-    "consumed": (bool,),
-    "truncated": (bool,),
-    "usage": _OPT_DICT,
-}
-_EXCLUDED: dict[str, tuple[type, ...]] = {
-    "exchange_index": _INT,
-    "reason": (str,),
-    "duplicate_of": _OPT_INT,
-    "detail": _OPT_STR,
-    "usage": _OPT_DICT,
-}
-
-
-def _wrong_fields(entry: dict[str, Any], shape: dict[str, tuple[type, ...]]) -> list[str]:
-    wrong = [k for k in entry if k not in shape]
-    for key, types in shape.items():
-        value = entry.get(key, ...)
-        if (
-            value is ...
-            or not isinstance(value, types)
-            or (isinstance(value, bool) and bool not in types)
-        ):
-            wrong.append(key)
-    return wrong
+_ENTRY_LISTS = _lists_of_entries()
 
 
 def derived_problems(
@@ -105,7 +44,7 @@ def derived_problems(
         if key == "raw_log":
             continue  # the caller checks path, checksum and size
         have, want = row[key], expected[key]
-        if key in ("steps", "excluded", "repairs") and isinstance(have, list):
+        if key in _ENTRY_LISTS and isinstance(have, list):
             problems.extend(_list_problems(key, have, want))
         elif have != want:
             problems.append(f"{key} is {_short(have)}, the raw log gives {_short(want)}")

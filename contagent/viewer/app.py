@@ -93,11 +93,17 @@ def _problem(request: web.Request, status: int, text: str) -> web.HTTPException:
 
 async def summary_page(request: web.Request) -> web.Response:
     source = _source(request)
-    s = listing.summarize(source.entries)
-    made = listing.summary_charts(source.entries, s)
+    made = charts.summary_charts(source.summary)
     request.app[CHARTS_KEY].clear()
     request.app[CHARTS_KEY].update({(source.generation, c.slug): c for c in made})
-    return _render(request, "summary.html", s=s, charts=made, generation=source.generation)
+    return _render(
+        request,
+        "summary.html",
+        s=source.summary,
+        unreadable=source.unreadable,
+        charts=made,
+        generation=source.generation,
+    )
 
 
 async def chart_svg(request: web.Request) -> web.Response:
@@ -105,8 +111,7 @@ async def chart_svg(request: web.Request) -> web.Response:
     key = (int(request.match_info["generation"]), request.match_info["slug"])
     if key[0] != source.generation or key not in request.app[CHARTS_KEY]:
         # charts of an older generation are gone; draw the current ones
-        s = listing.summarize(source.entries)
-        found = {c.slug: c for c in listing.summary_charts(source.entries, s)}
+        found = {c.slug: c for c in charts.summary_charts(source.summary)}
         if key[1] not in found:
             raise web.HTTPNotFound()
         chart = found[key[1]]

@@ -1,4 +1,4 @@
-"""The rollout list (filter, sort, one page at a time) and the summary's figures, from entries.
+"""The rollout list (filter, sort, one page at a time), from entries.
 
 Everything is computed on the server from the small :class:`Entry` records, so
 a page ships at most ``per`` rows whatever the number of rollouts.
@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from contagent import charts
 from contagent.viewer.source import Entry
 
 PER_PAGE = 50
@@ -167,67 +166,4 @@ def options(entries: list[Entry]) -> dict[str, list[str]]:
             for item in (value or ("-",)) if col.kind == "multi" else (shown(value),):
                 counts[item] = counts.get(item, 0) + 1
         out[col.key] = sorted(counts, key=lambda k: (-counts[k], k))[:MAX_OPTIONS]
-    return out
-
-
-@dataclass
-class Summary:
-    rollouts: int = 0
-    passed: int = 0
-    ready: int = 0
-    unreadable: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-    excluded: dict[str, int] = field(default_factory=dict)
-    tokens: dict[str, int] = field(default_factory=dict)
-    # group ("experiment", "model", "agent") -> value -> (rollouts, passed, ready)
-    groups: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-
-    def share(self, part: int) -> str:
-        return f"{part / self.rollouts:.1%}" if self.rollouts else "n/a"
-
-
-GROUPS = ("experiment", "model", "agent")
-
-
-def summarize(entries: list[Entry]) -> Summary:
-    s = Summary(tokens=dict.fromkeys(("billed", "selected", "excluded"), 0))
-    s.groups = {g: {} for g in GROUPS}
-    for e in entries:
-        if e.error is not None:
-            s.unreadable += 1
-            continue
-        s.rollouts += 1
-        s.passed += e.passed is True
-        s.ready += e.training_ready is True
-        for kind in e.kinds:
-            s.kinds[kind] = s.kinds.get(kind, 0) + 1
-        for reason, n in e.excluded_reasons.items():
-            s.excluded[reason] = s.excluded.get(reason, 0) + n
-        for part, n in e.token_usage.items():
-            s.tokens[part] = s.tokens.get(part, 0) + n
-        for group in GROUPS:
-            counts = s.groups[group].setdefault(shown(getattr(e, group)), [0, 0, 0])
-            counts[0] += 1
-            counts[1] += e.passed is True
-            counts[2] += e.training_ready is True
-    return s
-
-
-def summary_charts(entries: list[Entry], s: Summary) -> list[charts.Chart]:
-    rate = {name: c[1] / c[0] for name, c in s.groups["experiment"].items() if c[0]}
-    out = [charts.bar("pass-rate", "Pass rate per experiment", rate, "passed", percent=True)]
-    for group in ("model", "agent"):
-        if len(s.groups[group]) > 1:
-            by = {name: c[1] / c[0] for name, c in s.groups[group].items() if c[0]}
-            out.append(charts.bar(f"pass-rate-{group}", f"Pass rate per {group}", by, "", True))
-    ready = {"training-ready": s.ready, "not training-ready": s.rollouts - s.ready}
-    out += [
-        charts.bar("ready", "Training-ready rollouts", ready, "rollouts"),
-        charts.bar("not-ready-kinds", "Not training-ready, by kind", s.kinds, "rollouts"),
-        charts.bar("excluded-reasons", "Excluded exchanges, by reason", s.excluded, "exchanges"),
-        charts.bar("tokens", "Tokens (total)", s.tokens, "tokens"),
-    ]
-    ok = [e for e in entries if e.error is None]
-    out.append(charts.hist("turns", "Turns per rollout", [e.turns for e in ok], "turns"))
-    out.append(charts.hist("tokens-per-rollout", "Tokens per rollout", [e.tokens for e in ok], ""))
     return out

@@ -1,57 +1,44 @@
 """Where the viewer's rows come from: an export's ``results.jsonl`` or a run's log dir.
 
-An export folder is indexed once per change of ``results.jsonl``: each line is
-parsed into a small :class:`Entry` (what the list and the summary need) and its
-byte offset is kept, so a rollout's full row is re-read only when its page is
-opened. A log dir's rows are computed in memory with the exporter's own
-:func:`~contagent.exporters.rollout.build_row`, again whenever a rollout's files
-change, so rollouts appear while a run is going.
-
-Rows are read defensively: a field the viewer does not know is ignored, one it
-expects but misses shows as empty. A row with a newer ``schema_version`` is refused.
+An export folder is indexed once per change of ``results.jsonl`` with the one
+results reader (:func:`contagent.rows.parse_results`): each row becomes a small
+:class:`Entry` (what the list needs), the rows' totals are summed with
+:func:`contagent.rows.summarize`, and each line's byte span is kept, so a
+rollout's full row is re-read only when its page is opened. A log dir's rows are
+computed in memory with :func:`contagent.derive.build_row`, the exporter's own
+builder, again whenever a rollout's files change, so rollouts appear while a run
+is going. A line the reader refuses (a newer ``schema_version`` among them) is
+listed with its reason.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from contagent.derive import build_row
 from contagent.errors import ContagentError
-from contagent.layout import RolloutPaths, RunPaths
+from contagent.layout import ExportPaths, RolloutPaths, RunPaths
+from contagent.rows import RowSummary, parse_line, parse_results
 
-RESULTS_NAME = "results.jsonl"
-SCHEMA_VERSION = 1
+RESULTS_NAME = ExportPaths.RESULTS_NAME
 RESCAN_S = 1.0  # a log dir is looked at again at most this often
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _total(usage: Any, part: str) -> int:
-    counts = usage.get(part) if isinstance(usage, dict) else None
-    value = counts.get("total_tokens") if isinstance(counts, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 @dataclass
 class Entry:
-    """One rollout as the list and the summary show it."""
+    """One rollout as the list shows it."""
 
     rollout_id: str
     experiment: str | None = None
     model: str | None = None
-    agent: str | None = None
     status: str | None = None
     passed: bool | None = None
     reward: float | None = None
@@ -61,44 +48,25 @@ class Entry:
     tokens: int = 0
     excluded: int = 0
     wall: float | None = None
-    excluded_reasons: dict[str, int] = field(default_factory=dict)
-    token_usage: dict[str, int] = field(default_factory=dict)  # part -> total tokens
     error: str | None = None  # the row could not be read or built
 
     @classmethod
     def of(cls, row: dict[str, Any], fallback_id: str) -> Entry:
-        version = row.get("schema_version")
-        if isinstance(version, int) and version > SCHEMA_VERSION:
-            return cls(fallback_id, error=f"schema_version {version} is newer than this viewer")
-        steps = _list(row.get("steps"))
-        excluded = _list(row.get("excluded"))
-        reasons: dict[str, int] = {}
-        for exc in excluded:
-            reason = str(exc.get("reason")) if isinstance(exc, dict) else "?"
-            reasons[reason] = reasons.get(reason, 0) + 1
-        usage = row.get("token_usage")
-        kinds = row.get("not_ready_kinds")
-        text = {k: row.get(k) if isinstance(row.get(k), str) else None for k in _TEXT_FIELDS}
-        rid = row.get("rollout_id")
+        """The entry of a checked results row."""
         return cls(
-            rollout_id=rid if isinstance(rid, str) and rid else fallback_id,
-            **text,
-            passed=row.get("passed") if isinstance(row.get("passed"), bool) else None,
-            reward=_num(row.get("reward")),
-            training_ready=(
-                row.get("training_ready") if isinstance(row.get("training_ready"), bool) else None
-            ),
-            kinds=tuple(str(k) for k in kinds) if isinstance(kinds, list) else (),
-            turns=len(steps),
-            tokens=_total(usage, "billed"),
-            excluded=len(excluded),
-            wall=_num(row.get("duration_s")),
-            excluded_reasons=reasons,
-            token_usage={p: _total(usage, p) for p in ("billed", "selected", "excluded")},
+            rollout_id=row["rollout_id"] or fallback_id,
+            experiment=row["experiment"],
+            model=row["model"],
+            status=row["status"],
+            passed=row["passed"],
+            reward=_float(row["reward"]),
+            training_ready=row["training_ready"],
+            kinds=tuple(row["not_ready_kinds"]),
+            turns=len(row["steps"]),
+            tokens=row["token_usage"]["billed"].get("total_tokens", 0),
+            excluded=len(row["excluded"]),
+            wall=_float(row["duration_s"]),
         )
-
-
-_TEXT_FIELDS = ("experiment", "model", "agent", "status")
 
 
 class Source:
@@ -110,6 +78,8 @@ class Source:
         self.root = root
         self.entries: list[Entry] = []
         self.by_id: dict[str, int] = {}
+        self.summary = RowSummary()
+        self.unreadable = 0  # entries whose row could not be read or built
         self.generation = 0  # bumped whenever the entries change
 
     def refresh(self) -> None:
@@ -122,8 +92,10 @@ class Source:
         """The run's ``.log``/``.result``/``.err`` of a rollout, when PATH is a log dir."""
         return None
 
-    def _set(self, entries: list[Entry]) -> None:
+    def _set(self, entries: list[Entry], summary: RowSummary) -> None:
         self.entries = entries
+        self.summary = summary
+        self.unreadable = sum(e.error is not None for e in entries)
         self.by_id = {}
         for pos, entry in enumerate(entries):
             self.by_id.setdefault(entry.rollout_id, pos)
@@ -150,16 +122,17 @@ class ExportSource(Source):
         data = self.results.read_bytes()
         entries: list[Entry] = []
         spans: list[tuple[int, int]] = []
-        start = 0
-        while start < len(data):
-            end = data.find(b"\n", start)
-            end = len(data) if end == -1 else end
-            if data[start:end].strip():
-                entries.append(_entry(data[start:end], f"line-{len(spans) + 1}"))
-                spans.append((start, end))
-            start = end + 1
+        summary = RowSummary()
+        for line in parse_results(data):
+            fallback = f"line-{len(spans) + 1}"
+            if line.row is None:
+                entries.append(Entry(line.rollout_id or fallback, error=line.problem))
+            else:
+                entries.append(Entry.of(line.row, fallback))
+                summary.add(line.row, len(line.row["steps"]))
+            spans.append(line.span)
         self._spans, self._stamp = spans, stamp
-        self._set(entries)
+        self._set(entries, summary)
 
     def row(self, rollout_id: str) -> dict[str, Any] | None:
         pos = self.by_id.get(rollout_id)
@@ -168,22 +141,7 @@ class ExportSource(Source):
         start, end = self._spans[pos]
         with self.results.open("rb") as f:
             f.seek(start)
-            row = _parse(f.read(end - start))
-        return row if isinstance(row, dict) else None
-
-
-def _parse(line: bytes) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _entry(line: bytes, fallback_id: str) -> Entry:
-    row = _parse(line)
-    if not isinstance(row, dict):
-        return Entry(fallback_id, error="not a JSON object")
-    return Entry.of(row, fallback_id)
+            return parse_line(f.read(end - start)).row
 
 
 class RunSource(Source):
@@ -216,7 +174,7 @@ class RunSource(Source):
             seen[paths.rollout_id] = (stamp, *_build(paths))
         if changed or seen.keys() != self._rows.keys():
             self._rows = seen
-            self._set([entry for _, _, entry in seen.values()])
+            self._set([entry for _, _, entry in seen.values()], _summary(seen.values()))
 
     def row(self, rollout_id: str) -> dict[str, Any] | None:
         for _, row, entry in self._rows.values():
@@ -244,10 +202,15 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
-def _build(paths: RolloutPaths) -> tuple[dict[str, Any] | None, Entry]:
-    # The exporter's own row builder, so the viewer shows what an export would write.
-    from contagent.exporters.rollout import build_row
+def _summary(rows: Iterable[tuple[Any, dict[str, Any] | None, Entry]]) -> RowSummary:
+    summary = RowSummary()
+    for _, row, _ in rows:
+        if row is not None:
+            summary.add(row, len(row["steps"]))
+    return summary
 
+
+def _build(paths: RolloutPaths) -> tuple[dict[str, Any] | None, Entry]:
     try:
         row = build_row(paths).row
     except ContagentError as exc:

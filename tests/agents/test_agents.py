@@ -221,7 +221,7 @@ def test_in_container_driver_runs_phases_and_the_agent_command(tmp_path: Path) -
 
 
 def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
-    from tests.conftest import cli
+    from tests.helpers import cli
 
     proc = cli("run", "--served-model-name", "m", "--agent", "nope", "--log-dir", str(tmp_path))
     assert proc.returncode == 2
@@ -247,7 +247,7 @@ def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
 def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path) -> None:
     from contagent.runner.experiment import discover_experiments
     from contagent.runner.run import plan_rollouts
-    from tests.conftest import REPO
+    from tests.helpers import REPO
 
     experiments, problems = discover_experiments(REPO / "experiments", ["exp_001"], REPO / "skills")
     assert problems == []

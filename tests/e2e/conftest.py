@@ -6,8 +6,6 @@ reached by the recording proxy (on the host), never by the containers.
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -22,19 +20,9 @@ from contagent.runner.run import RunSummary, run_experiments
 from contagent.testing.llm_stub import (
     RunningStub,
     Script,
-    StubRequest,
     start_stub_in_thread,
 )
-from contagent.testing.players import FINISH, SECRET, terminal, tool_outputs
-from contagent.testing.players import openhands_writing as secret_player
-
-__all__ = ["FINISH", "SECRET", "secret_player", "terminal", "tool_outputs"]
-
-REPO = Path(__file__).resolve().parents[2]
-RUNNER_IMAGE = os.environ.get("CONTAGENT_RUNNER_IMAGE", "contagent-runner:latest")
-BASE_IMAGE = os.environ.get("CONTAGENT_BASE_IMAGE", "contagent-base:trixie")
-#: the model name the stubs list on GET /v1/models, and the runs ask for
-MODEL = "stub-model"
+from tests.e2e.helpers import BASE_IMAGE, MODEL, REPO, RUNNER_IMAGE
 
 
 @pytest.fixture(scope="session")
@@ -78,11 +66,6 @@ def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
         stub.stop()
 
 
-def chat_requests(stub: RunningStub) -> list[StubRequest]:
-    """What the agent asked the model (without the runner's GET /v1/models checks)."""
-    return [r for r in stub.requests if r.method == "POST"]
-
-
 @pytest.fixture
 def run(tmp_path: Path, run_id: str, owner: str) -> Callable[..., RunSummary]:
     """Run experiments through the library with test defaults; keyword arguments override RunConfig."""
@@ -104,9 +87,3 @@ def run(tmp_path: Path, run_id: str, owner: str) -> Callable[..., RunSummary]:
         return run_experiments(replace(config, **overrides))
 
     return go
-
-
-def copy_experiment(name: str, dest: Path) -> Path:
-    target = dest / name
-    shutil.copytree(REPO / "experiments" / name, target)
-    return target

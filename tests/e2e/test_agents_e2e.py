@@ -12,8 +12,8 @@ from contagent.agents import AGENTS as AGENTS_BY_NAME
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.testing.players import any_agent, seen_secrets
-from tests.conftest import cli, read_rows
-from tests.e2e.conftest import RUNNER_IMAGE
+from tests.e2e.helpers import RUNNER_IMAGE
+from tests.helpers import cli, read_rows
 
 pytestmark = pytest.mark.docker
 
@@ -111,7 +111,7 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
 
 def test_contagent_build_builds_the_chosen_agent_s_image(docker_client: Any) -> None:
     """`contagent build --agent codex` builds from the agent's own Dockerfile (cached after CI's build)."""
-    from tests.e2e.conftest import BASE_IMAGE
+    from tests.e2e.helpers import BASE_IMAGE
 
     tag = "contagent-runner-codex-buildtest:latest"
     proc = cli("build", "--agent", "codex", "--tag", tag, "--base-image", BASE_IMAGE,

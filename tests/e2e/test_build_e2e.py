@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import cli
-from tests.e2e.conftest import BASE_IMAGE
+from tests.e2e.helpers import BASE_IMAGE
+from tests.helpers import cli
 
 pytestmark = pytest.mark.docker
 

@@ -7,7 +7,6 @@ started, stopped and restarted on a fixed loopback port by the tests.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,18 +21,12 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner.failfast import LLM_SERVER_STOP
 from contagent.testing.llm_stub import Reply, RunningStub, Script, start_stub_in_thread
-from tests.conftest import cli
-from tests.e2e.conftest import MODEL, REPO, chat_requests, copy_experiment, secret_player
+from tests.e2e.helpers import MODEL, REPO, chat_requests, copy_experiment, secret_player
+from tests.helpers import cli, free_port
 
 pytestmark = pytest.mark.docker
 
 StubFactory = Callable[[Script], RunningStub]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def created(docker_client: Any, run_id: str, since: float) -> list[str]:

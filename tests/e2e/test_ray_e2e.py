@@ -28,8 +28,8 @@ from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.run import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest
-from tests.conftest import REPO, cli, read_rows
-from tests.e2e.conftest import RUNNER_IMAGE, chat_requests, secret_player
+from tests.e2e.helpers import RUNNER_IMAGE, chat_requests, secret_player
+from tests.helpers import REPO, cli, read_rows
 
 pytest.importorskip("ray")
 from contagent.testing.ray_cluster import LocalRayCluster

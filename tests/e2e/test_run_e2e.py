@@ -17,14 +17,14 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.schema_gen import SCHEMA_DIR
 from contagent.testing.llm_stub import Reply, RunningStub, Script
-from tests.conftest import cli
-from tests.e2e.conftest import (
+from tests.e2e.helpers import (
     SECRET,
     chat_requests,
     copy_experiment,
     secret_player,
     tool_outputs,
 )
+from tests.helpers import cli
 
 pytestmark = pytest.mark.docker
 
@@ -167,7 +167,7 @@ def test_agent_error_when_the_llm_refuses(
 def test_service_reachable_by_name_and_llm_only_through_proxy(
     tmp_path: Path, stub_factory: StubFactory, run: Callable[..., Any], docker_client: Any
 ) -> None:
-    from tests.e2e.conftest import BASE_IMAGE, FINISH, terminal
+    from tests.e2e.helpers import BASE_IMAGE, FINISH, terminal
 
     image = "contagent-test-web:latest"
     (tmp_path / "img").mkdir()
@@ -319,7 +319,7 @@ def test_ctrl_c_removes_everything(tmp_path: Path, stub_factory: StubFactory, ru
 
 def test_gc_removes_only_this_owners_leftovers(docker_client: Any, run_id: str, owner: str) -> None:
     from contagent.runner import docker_ops
-    from tests.e2e.conftest import BASE_IMAGE
+    from tests.e2e.helpers import BASE_IMAGE
 
     mine = {docker_ops.LABEL_RUN: run_id, docker_ops.LABEL_OWNER: owner}
     theirs = {docker_ops.LABEL_RUN: run_id, docker_ops.LABEL_OWNER: owner + "-someone-else"}
@@ -357,7 +357,7 @@ def test_missing_service_image_is_an_infra_error_and_leaves_nothing(
 
 
 def test_foreign_image_is_refused_in_one_line(tmp_path: Path, run_id: str) -> None:
-    from tests.e2e.conftest import BASE_IMAGE
+    from tests.e2e.helpers import BASE_IMAGE
 
     proc = cli("run", "--served-model-name", "m", "--vllm-url", "http://127.0.0.1:9/v1",
                "--openhands-image", BASE_IMAGE, "--log-dir", str(tmp_path / "logs"), "--run-id", run_id)  # fmt: skip

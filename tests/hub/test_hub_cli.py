@@ -11,7 +11,7 @@ import pytest
 from fake_hub import FakeHub
 from hub_samples import build_folder
 
-from tests.conftest import cli
+from tests.helpers import cli
 
 REPO = "acme/agent-sft"
 

@@ -9,9 +9,10 @@ import pytest
 from fake_hub import FakeHub
 from hub_samples import build_folder
 
-from contagent.charts import card_charts
+from contagent.charts import summary_charts
 from contagent.errors import ContagentError
 from contagent.hub.upload import push_export_to_hub, upload_dataset_folder
+from contagent.rows import RowSummary
 
 EXPORT_SUBDIR = "prime-sft"
 
@@ -36,7 +37,10 @@ def test_first_upload_is_one_commit_with_card_and_shards(tmp_path: Path, fake_hu
         "data/train-00000-of-00003.parquet",
         "data/train-00001-of-00003.parquet",
         "data/train-00002-of-00003.parquet",
-        *(f"images/{c.slug}.png" for c in sorted(card_charts({}), key=lambda c: c.slug)),
+        *(
+            f"images/{c.slug}.png"
+            for c in sorted(summary_charts(RowSummary()), key=lambda c: c.slug)
+        ),
     ]
     (commit,) = fake_hub.commits
     assert commit.summary == "first export"

@@ -13,7 +13,7 @@ import requests
 
 from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import (
+from tests.proxy.helpers import (
     exchanges,
     raw_address,
     raw_exchange,

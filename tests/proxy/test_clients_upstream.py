@@ -11,7 +11,7 @@ import aiohttp
 import httpx
 import requests
 
-from tests.proxy.conftest import CLIENT_KEY, client, exchanges
+from tests.proxy.helpers import CLIENT_KEY, client, exchanges
 from tests.proxy.test_wire_upstream import CHUNK, COMPLETION, answer, sse
 from tests.proxy.upstreams import RawUpstream, Uvicorn
 

@@ -8,7 +8,7 @@ import json
 import orjson
 
 from contagent.testing.llm_stub import Error, Events, Raw, Reply, ToolCall
-from tests.proxy.conftest import (
+from tests.proxy.helpers import (
     CLIENT_KEY,
     UPSTREAM_KEY,
     client,

@@ -10,7 +10,7 @@ import orjson
 
 from contagent.records import RolloutResult
 from contagent.testing.llm_stub import Error, Reply, ToolCall
-from tests.proxy.conftest import client, exchanges
+from tests.proxy.helpers import client, exchanges
 
 CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]
 TOOLS = [

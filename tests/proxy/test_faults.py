@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import openai
 import pytest
 
 from contagent.testing.llm_stub import Error, Raw, Reply, Reset
-from tests.proxy.conftest import client, exchanges, fail_outcomes, http, wait_for
+from tests.helpers import free_port
+from tests.proxy.helpers import client, exchanges, fail_outcomes, http, wait_for
 
 MSGS = [{"role": "user", "content": "hi"}]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_upstream_refused_gives_502(proxy_factory, tmp_path):
-    proxy = proxy_factory(f"http://127.0.0.1:{_free_port()}")
+    proxy = proxy_factory(f"http://127.0.0.1:{free_port()}")
     with pytest.raises(openai.InternalServerError) as err:
         client(proxy).chat.completions.create(model="m", messages=MSGS)
     assert err.value.status_code == 502

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from contagent.proxy.http1 import Limits
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import (
+from tests.proxy.helpers import (
     client,
     dechunk,
     exchanges,
@@ -398,7 +398,7 @@ def test_a_done_event_split_across_reads_still_waits_for_the_record(
     gets a connection error, not a clean finish."""
     import asyncio
 
-    from tests.proxy.conftest import fail_outcomes
+    from tests.proxy.helpers import fail_outcomes
 
     event = (
         b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":'

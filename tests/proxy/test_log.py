@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from contagent.proxy.recorder import Recorder, RecordError, scan_log
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
-from tests.proxy.conftest import client, exchanges, read_log, wait_for
+from tests.proxy.helpers import client, exchanges, read_log, wait_for
 
 MSGS = [{"role": "user", "content": "hi"}]
 CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]

@@ -10,7 +10,7 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.testing.llm_stub import Reply
-from tests.proxy.conftest import exchanges, http
+from tests.proxy.helpers import exchanges, http
 from tests.proxy.test_http import _completion
 from tests.proxy.upstreams import AiohttpUpstream, ForwardProxy
 

@@ -10,7 +10,7 @@ import orjson
 
 from contagent.records import OutcomeRecord, RequestRecord, outcome_record, request_record
 from contagent.testing.llm_stub import Error, Reply, ToolCall
-from tests.proxy.conftest import client, json_stream_error
+from tests.proxy.helpers import client, json_stream_error
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 

@@ -9,8 +9,8 @@ import sys
 from contagent.rawlog import parse_exchanges
 from contagent.records import RolloutResult
 from contagent.testing.llm_stub import Reply, ToolCall
-from tests.conftest import read_rows
-from tests.proxy.conftest import client, exchanges
+from tests.helpers import read_rows
+from tests.proxy.helpers import client, exchanges
 
 CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]
 

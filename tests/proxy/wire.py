@@ -183,7 +183,7 @@ class Relay:
         """The head and the (de-chunked, when chunked) body the client was sent."""
         head, _, body = self.client_t.take().partition(b"\r\n\r\n")
         if b"transfer-encoding: chunked" in head.lower():
-            from tests.proxy.conftest import dechunk
+            from tests.proxy.helpers import dechunk
 
             body = dechunk(body)
         return head, body

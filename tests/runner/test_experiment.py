@@ -11,7 +11,7 @@ import pytest
 from contagent.errors import ContagentError
 from contagent.runner.experiment import discover_experiments, experiment_schema, load_experiment
 from contagent.schema_gen import SCHEMA_DIR
-from tests.runner.conftest import write_experiment
+from tests.runner.helpers import write_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -195,7 +195,7 @@ def hold_back_setup(
     from contagent.runner.experiment import load_experiment
     from contagent.runner.rollout import RolloutPlan
     from contagent.runner.run import RunSummary
-    from tests.runner.conftest import write_experiment
+    from tests.runner.helpers import write_experiment
 
     exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
     ctx = Executor()

@@ -15,8 +15,8 @@ from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstrea
 from contagent.runner.experiment import load_experiment
 from contagent.runner.rollout import RolloutPlan, _verdict, token_totals
 from contagent.runner.run import _prepare
-from tests.conftest import cli
-from tests.runner.conftest import write_experiment
+from tests.helpers import cli
+from tests.runner.helpers import write_experiment
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import ssl
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from contagent.runner.preflight import (
     wait_until_ready,
 )
 from contagent.testing.llm_stub import start_stub_in_thread
-from tests.conftest import cli
+from tests.helpers import cli, free_port
 from tests.proxy.upstreams import AiohttpUpstream
 
 Handler = Callable[[web.BaseRequest], Any]
@@ -76,19 +75,13 @@ def no_wait(seconds: float) -> None:
     raise AssertionError("waited on an answer that waiting will not change")
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_ready_when_the_model_is_listed_and_the_check_is_what_the_proxy_sends(
     serve: Callable[..., _Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = serve(listing("other", "qwen3-8b"))
     # an environment proxy would be another route than the recording proxy's: not used
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port()}")
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{free_port()}")
     probe = LlmServer(server.url, "qwen3-8b", "sk-key", None).probe()
     assert probe.ready and probe.served == ("other", "qwen3-8b")
     [req] = server.seen
@@ -177,7 +170,7 @@ def test_tls_is_verified_with_the_given_ca(serve: Callable[..., _Server], tmp_pa
 
 
 def test_no_server_waits_with_a_status_line_then_fails_in_one_line() -> None:
-    port = closed_port()
+    port = free_port()
     clock = [0.0]
     statuses: list[str] = []
 
@@ -205,7 +198,7 @@ def test_no_server_waits_with_a_status_line_then_fails_in_one_line() -> None:
 
 
 def test_wait_zero_checks_once() -> None:
-    port = closed_port()
+    port = free_port()
     statuses: list[str] = []
     with pytest.raises(PreflightError) as err:
         wait_until_ready(LlmServer(f"http://127.0.0.1:{port}", "m", None, None), 0, statuses.append)
@@ -216,7 +209,7 @@ def test_wait_zero_checks_once() -> None:
 
 
 def test_a_server_that_starts_while_waiting_is_used() -> None:
-    port = closed_port()
+    port = free_port()
     started: list[Any] = []
 
     def sleep(s: float) -> None:  # the server comes up during the first pause
@@ -239,7 +232,7 @@ def test_a_server_that_starts_while_waiting_is_used() -> None:
 
 
 def test_user_info_is_not_shown() -> None:
-    server = LlmServer(f"http://user:pw@127.0.0.1:{closed_port()}", "m", None, None)
+    server = LlmServer(f"http://user:pw@127.0.0.1:{free_port()}", "m", None, None)
     assert "pw" not in server.tried and server.tried.startswith("GET http://127.0.0.1:")
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO, cli
+from tests.helpers import REPO, cli
 
 _NO_RAY = (
     "import sys\n"

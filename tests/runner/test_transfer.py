@@ -20,7 +20,7 @@ from contagent.runner.config import FINISHED_STATUSES, LlmOptions, RunConfig
 from contagent.runner.experiment import load_experiment
 from contagent.runner.rollout import RolloutPlan
 from contagent.runner.transfer import Shipment, land, pack, record_failure
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 EXCHANGES = b'{"type":"request","index":0}\n{"type":"outcome","index":0}\n'
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from contagent.exporters.export import ExportOptions, export
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,25 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from contagent._loopthread import InThread
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import RunPaths
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
-from contagent.testing.samples import PASSED, TASK
 from contagent.viewer.app import Viewer
-
-SCRIPT = "<script>window.__xss = 1</script>"
-XSS_ID = "xss_probe"
-
-
-def xss_rollout(root: Path, rollout_id: str = XSS_ID) -> Path:
-    """A rollout whose tool output, reasoning and experiment name carry markup."""
-    b = RolloutBuilder(rollout_id, TASK)
-    c1 = call("call_1", "terminal", command="cat notes.html")
-    b.step(assistant("Reading <b>notes</b>.", c1, reasoning=f"think {SCRIPT}"))
-    b.tool_output("call_1", "terminal", f"{SCRIPT}\n<img src=x onerror=window.__xss=2>")
-    b.step(assistant(None, call("call_2", "finish", message="done")))
-    return b.write(root, {**PASSED, "experiment": f"exp_{SCRIPT}"}).root
+from tests.viewer.helpers import SCRIPT, XSS_ID, serve, xss_rollout
 
 
 @pytest.fixture()
@@ -50,10 +35,6 @@ def run_dir(samples: Path, tmp_path: Path) -> Path:
         run.result_text(name).write_text(f"evaluate.sh: pass\nverdict: passed {SCRIPT}\n")
         run.err(name).write_text("runner stderr line\n")
     return run.root
-
-
-def serve(path: Path) -> InThread[Viewer]:
-    return InThread(Viewer(path, "127.0.0.1", 0), "viewer")
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from contagent import rules
 from contagent.exporters.export import ExportOptions, export
 from contagent.testing.rollouts import RolloutBuilder, assistant, call
 from contagent.validate.check import validate
-from tests.conftest import read_rows, write_rows
+from tests.helpers import read_rows, write_rows
 
 ACTIONS = st.sampled_from(
     [

@@ -13,7 +13,7 @@ import orjson
 import pyarrow.parquet as pq
 
 from contagent.exporters.export import ExportOptions, export
-from tests.conftest import REPO, read_rows
+from tests.helpers import REPO, read_rows
 
 GOLDEN = REPO / "tests" / "golden"
 

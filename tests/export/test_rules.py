@@ -6,7 +6,7 @@ from pathlib import Path
 
 from contagent import rules
 from contagent.chat import USAGE_FIELDS
-from contagent.exporters.rollout import build_row
+from contagent.derive import build_row
 from contagent.rules import history_keys, merge_tool_fragments, tool_protocol_problems
 from contagent.testing.rollouts import RolloutBuilder, assistant, call, parts
 
@@ -20,8 +20,8 @@ def chat(finish: str | None, **extra: object) -> dict:
     }
 
 
-# -- rule 1 ---------------------------------------------------------------------------
-def test_rule1_completed_needs_200_body_and_clean_finish() -> None:
+# -- completeness ----------------------------------------------------------------------
+def test_completeness_completed_needs_200_body_and_clean_finish() -> None:
     assert rules.completeness(200, chat("stop"))[0]
     assert rules.completeness(200, chat("tool_calls"))[0]
     assert rules.completeness(200, chat("function_call"))[0]
@@ -33,7 +33,7 @@ def test_rule1_completed_needs_200_body_and_clean_finish() -> None:
     assert not rules.completeness(200, "not json")[0]
 
 
-def test_rule1_responses_api_status_and_echoed_truncation_setting() -> None:
+def test_completeness_responses_api_status_and_echoed_truncation_setting() -> None:
     ok = {"object": "response", "status": "completed", "truncation": "disabled", "output": []}
     assert rules.completeness(200, ok) == (True, None)
     assert not rules.completeness(200, {**ok, "status": "incomplete"})[0]
@@ -43,8 +43,8 @@ def test_rule1_responses_api_status_and_echoed_truncation_setting() -> None:
     assert rules.completeness(200, chat("stop", truncation="disabled"))[0]
 
 
-# -- rule 2 ---------------------------------------------------------------------------
-def test_rule2_tool_calls_match_by_exact_id_never_substring() -> None:
+# -- consumption by identity -----------------------------------------------------------
+def test_consumption_by_identity_tool_calls_match_by_exact_id_never_substring() -> None:
     key = rules.consumption_key(assistant(None, call("call_1", "terminal", command="ls")))
     ids, texts = history_keys([assistant(None, call("call_10", "terminal", command="ls"))])
     assert not rules.carries(key, ids, texts)
@@ -52,7 +52,7 @@ def test_rule2_tool_calls_match_by_exact_id_never_substring() -> None:
     assert rules.carries(key, ids, texts)
 
 
-def test_rule2_text_answers_match_by_canonical_text() -> None:
+def test_consumption_by_identity_text_answers_match_by_canonical_text() -> None:
     key = rules.consumption_key({"role": "assistant", "content": "Done."})
     ids, texts = history_keys([{"role": "assistant", "content": parts("Done.")}])
     assert rules.carries(key, ids, texts)
@@ -60,12 +60,12 @@ def test_rule2_text_answers_match_by_canonical_text() -> None:
     assert not rules.carries(key, ids, texts)
 
 
-# -- rule 3 ---------------------------------------------------------------------------
+# -- retries vs restarts ---------------------------------------------------------------
 def _export(tmp_path: Path, b: RolloutBuilder, result: dict | None = None) -> dict:
     return build_row(b.write(tmp_path, result or {"passed": True})).row
 
 
-def test_rule3_keeps_the_consumed_copy_of_a_retry(tmp_path: Path) -> None:
+def test_retries_vs_restarts_keeps_the_consumed_copy_of_a_retry(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")
     first = b.request()
     b.outcome(first, "completed", message=assistant(None, call("call_a", "terminal", command="ls")))
@@ -79,7 +79,7 @@ def test_rule3_keeps_the_consumed_copy_of_a_retry(tmp_path: Path) -> None:
     assert row["training_ready"]
 
 
-def test_rule3_keeps_last_safe_copy_when_none_is_consumed(tmp_path: Path) -> None:
+def test_retries_vs_restarts_keeps_last_safe_copy_when_none_is_consumed(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")
     for text in ("Answer one.", "Answer two."):
         i = b.request()
@@ -89,7 +89,9 @@ def test_rule3_keeps_last_safe_copy_when_none_is_consumed(tmp_path: Path) -> Non
     assert row["excluded"][0]["reason"] == "duplicate_retry"
 
 
-def test_rule3_drops_unconsumed_nonterminal_call_the_agent_moved_past(tmp_path: Path) -> None:
+def test_retries_vs_restarts_drops_unconsumed_nonterminal_call_the_agent_moved_past(
+    tmp_path: Path,
+) -> None:
     b = RolloutBuilder("r", "task")
     b.step(assistant(None, call("call_1", "terminal", command="pwd")), consume=False)
     b.user("continue")
@@ -99,15 +101,15 @@ def test_rule3_drops_unconsumed_nonterminal_call_the_agent_moved_past(tmp_path: 
     assert row["training_ready"]
 
 
-def test_rule3_keeps_final_response_even_if_nonterminal(tmp_path: Path) -> None:
+def test_retries_vs_restarts_keeps_final_response_even_if_nonterminal(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")
     b.step(assistant(None, call("call_1", "terminal", command="pwd")), consume=False)
     row = _export(tmp_path, b)
     assert [s["exchange_index"] for s in row["steps"]] == [0]
 
 
-# -- rule 4 ---------------------------------------------------------------------------
-def test_rule4_merges_adjacent_fragments_with_newline() -> None:
+# -- fragment repair -------------------------------------------------------------------
+def test_fragment_repair_merges_adjacent_fragments_with_newline() -> None:
     msgs = [
         assistant(None, call("c1", "terminal", command="ls")),
         {"role": "tool", "tool_call_id": "c1", "content": parts("a")},
@@ -120,7 +122,7 @@ def test_rule4_merges_adjacent_fragments_with_newline() -> None:
     assert merge_tool_fragments(fixed) == (fixed, [])
 
 
-def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
+def test_fragment_repair_orphan_tool_message_is_not_repaired_away() -> None:
     msgs = [
         assistant(None, call("c1", "terminal", command="ls")),
         {"role": "tool", "tool_call_id": "c1", "content": "a"},
@@ -134,8 +136,8 @@ def test_rule4_orphan_tool_message_is_not_repaired_away() -> None:
     ]
 
 
-# -- rule 5 ---------------------------------------------------------------------------
-def test_rule5_gap_and_outcome_without_request_make_rollout_not_ready(tmp_path: Path) -> None:
+# -- fail closed -----------------------------------------------------------------------
+def test_fail_closed_gap_and_outcome_without_request_make_rollout_not_ready(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")
     b.step(assistant("ok"))
     b.lines.append(b.lines[-1].replace(b'"index":0', b'"index":2'))  # an outcome for 2, no 1
@@ -145,7 +147,7 @@ def test_rule5_gap_and_outcome_without_request_make_rollout_not_ready(tmp_path: 
     assert {e["reason"] for e in row["excluded"]} == {"no_request"}
 
 
-def test_rule5_every_index_accounted_for_exactly_once(samples: Path) -> None:
+def test_fail_closed_every_index_accounted_for_exactly_once(samples: Path) -> None:
     from contagent.layout import find_rollouts
     from contagent.rawlog import read_exchanges
     from contagent.validate.invariants import accounting_problems
@@ -161,8 +163,8 @@ def test_rule5_every_index_accounted_for_exactly_once(samples: Path) -> None:
         assert accounting_problems(bad, read_exchanges(paths.exchanges).indices)
 
 
-# -- rule 6 ---------------------------------------------------------------------------
-def test_rule6_tool_union_collapses_repeats_and_flags_conflicts() -> None:
+# -- tool union ------------------------------------------------------------------------
+def test_tool_union_collapses_repeats_and_flags_conflicts() -> None:
     a = {"type": "function", "function": {"name": "a", "parameters": {}}}
     b = {"type": "function", "function": {"name": "b", "parameters": {}}}
     a2 = {"type": "function", "function": {"name": "a", "parameters": {"x": 1}}}
@@ -170,15 +172,15 @@ def test_rule6_tool_union_collapses_repeats_and_flags_conflicts() -> None:
     assert rules.tool_union([[a], [a2]]) == ([a], ["a"])
 
 
-def test_rule6_branch_tools_unions_each_branch_on_its_own() -> None:
+def test_tool_union_branch_tools_unions_each_branch_on_its_own() -> None:
     a = {"type": "function", "function": {"name": "a", "parameters": {}}}
     b = {"type": "function", "function": {"name": "b", "parameters": {}}}
     steps = [(0, {"tools": [a]}), (1, {"tools": [b]}), (0, {"tools": [a, b]}), (1, "unreadable")]
     assert rules.branch_tools(steps) == {0: [a, b], 1: [b]}
 
 
-# -- rule 7 ---------------------------------------------------------------------------
-def test_rule7_row_truncated_on_timeout_not_on_clean_stop(tmp_path: Path) -> None:
+# -- truncation ------------------------------------------------------------------------
+def test_truncation_row_truncated_on_timeout_not_on_clean_stop(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")
     b.step(assistant("ok"))
     assert not _export(tmp_path / "a", b, {"stop_condition": "finished"})["truncated"]
@@ -186,7 +188,7 @@ def test_rule7_row_truncated_on_timeout_not_on_clean_stop(tmp_path: Path) -> Non
     assert row["truncated"] and not row["training_ready"]
 
 
-def test_rule7_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
+def test_truncation_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
     b = RolloutBuilder("r", "task")
     b.step(assistant("partial"), outcome="incomplete", finish_reason="length")
     row = _export(tmp_path, b)
@@ -198,8 +200,8 @@ def test_rule7_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
     assert row["steps"][0]["truncated"] and not row["training_ready"]
 
 
-# -- rule 8 ---------------------------------------------------------------------------
-def test_rule8_token_identity(samples: Path) -> None:
+# -- token identity --------------------------------------------------------------------
+def test_token_identity(samples: Path) -> None:
     from contagent.chat import sum_usage, usage_counts
     from contagent.layout import find_rollouts
     from contagent.rawlog import read_exchanges
@@ -221,8 +223,8 @@ def test_rule8_token_identity(samples: Path) -> None:
             assert usage["selected"][field] + usage["excluded"][field] == usage["billed"][field]
 
 
-# -- rule 9 ---------------------------------------------------------------------------
-def test_rule9_reasoning_kept_or_dropped_never_duplicated() -> None:
+# -- reasoning policy ------------------------------------------------------------------
+def test_reasoning_kept_or_dropped_never_duplicated() -> None:
     msg = {"role": "assistant", "content": "<think>plan</think>\nanswer"}
     kept = rules.apply_reasoning_policy(msg, drop=False)
     assert kept == {"role": "assistant", "content": "answer", "reasoning_content": "plan"}
@@ -233,11 +235,11 @@ def test_rule9_reasoning_kept_or_dropped_never_duplicated() -> None:
     assert not rules.has_think_conflict(rules.apply_reasoning_policy(both, drop=False))
 
 
-def test_rule9_think_text_the_policy_cannot_move_makes_the_rollout_not_ready(
+def test_reasoning_think_text_the_policy_cannot_move_makes_the_rollout_not_ready(
     tmp_path: Path,
 ) -> None:
     from contagent.validate.check import validate
-    from tests.conftest import write_rows
+    from tests.helpers import write_rows
 
     b = RolloutBuilder("r", "task")
     b.step(assistant("I wrap plans in <think> tags.", reasoning="server thought"))
@@ -252,7 +254,7 @@ def test_rule9_think_text_the_policy_cannot_move_makes_the_rollout_not_ready(
     assert any("<think> text" in v.reason for v in report.violations)
 
 
-def test_rule5_exporter_refuses_to_write_a_row_that_loses_an_exchange(
+def test_fail_closed_exporter_refuses_to_write_a_row_that_loses_an_exchange(
     samples: Path, tmp_path: Path, monkeypatch
 ) -> None:
     import pytest

@@ -17,7 +17,7 @@ from contagent.responses import is_responses_path
 from contagent.testing.rollouts import assistant, call, parts
 from contagent.validate import check
 from contagent.validate.check import validate
-from tests.conftest import cli, read_rows
+from tests.helpers import cli, read_rows
 
 
 def _export(samples: Path, out: Path, *names: str, **options: object) -> dict[str, dict]:

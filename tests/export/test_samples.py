@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contagent.testing.samples import SCENARIOS, write_samples
-from tests.conftest import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
 
 
 def test_committed_samples_match_their_generator(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from contagent.exporters.dataset_folder import rows_to_batch
 from contagent.exporters.export import ExportOptions, export
 from contagent.formats import FILTER_KEY, FORMATS
 from contagent.validate.check import validate
-from tests.conftest import cli, read_rows
+from tests.helpers import cli, read_rows
 
 BOTH = ("prime-sft", "trl")
 
@@ -220,3 +220,16 @@ def test_cli_writes_both_formats_and_refuses_bad_combinations(
     only = tmp_path / "only"
     cli("export", str(samples), "--out", str(only), "--format", "results", check=True)
     assert sorted(p.name for p in only.iterdir()) == ["export-summary.json", "results.jsonl"]
+
+
+def test_a_shard_of_a_newer_records_version_is_a_violation(samples: Path, tmp_path: Path) -> None:
+    from contagent.formats.prime_sft import SCHEMA_VERSION
+
+    out = tmp_path / "out"
+    export([samples], out, ExportOptions(filter="all"))
+    shard = sorted((out / "prime-sft" / "data").glob("*.parquet"))[0]
+    table = pq.read_table(shard)
+    meta = {**table.schema.metadata, b"contagent.schema_version": str(SCHEMA_VERSION + 1).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), shard)
+    reasons = [v.reason for v in validate(out / "results.jsonl").violations]
+    assert any(f"schema_version {SCHEMA_VERSION + 1} is newer" in r for r in reasons), reasons

@@ -16,7 +16,7 @@ from contagent.responses import chat_response, input_messages, normalise_exchang
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.responses_moves import response_events, response_json
 from contagent.testing.responses_samples import expectations, write_responses_samples
-from tests.conftest import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
 
 
 def _req(body: dict[str, Any]) -> StubRequest:

@@ -14,7 +14,7 @@ from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
 from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
 from contagent.rows import ResultRow
 from contagent.schema_gen import SCHEMA_DIR, generate, render
-from tests.conftest import read_rows
+from tests.helpers import read_rows
 
 
 def test_committed_schemas_are_generated_from_models() -> None:

@@ -1,0 +1,45 @@
+"""The one version gate every reader of a versioned record uses.
+
+Each record kind has one version constant, next to its model: the raw log and
+``result.json`` in :mod:`contagent.records`, the results row in
+:mod:`contagent.rows`, the dataset folders' records in :mod:`contagent.formats`.
+Bumping a kind is a one-line change to its constant: a reader accepts every
+version from 1 up to the constant and refuses a newer one, with a message telling
+the user to upgrade.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from contagent.errors import ContagentError
+
+
+class NewerVersionError(ContagentError):
+    """A record written by a newer contagent than this one."""
+
+
+def check_version(version: Any, current: int, where: str | None = None) -> int:
+    """``version`` when this contagent reads it (an integer from 1 to ``current``).
+
+    Raises :class:`NewerVersionError` for a newer version and :class:`ContagentError`
+    for a value that is not a version at all; ``where`` (the file, and line) starts
+    the message when given.
+    """
+    at = f"{where}: " if where else ""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ContagentError(f"{at}schema_version {version!r} is not a version number")
+    if version > current:
+        raise NewerVersionError(
+            f"{at}schema_version {version} is newer than this contagent reads "
+            f"({current}); upgrade contagent"
+        )
+    return version
+
+
+def version_field(current: int, what: str) -> Any:
+    """The ``schema_version`` field of a model whose kind is at version ``current``:
+    written as ``current``, and every version up to it validates."""
+    return Field(current, ge=1, le=current, description=f"{what} format version.")
