@@ -10,7 +10,7 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.proxy import RecordingProxy
-from tests.proxy.conftest import (
+from tests.proxy.helpers import (
     CLIENT_KEY,
     UPSTREAM_KEY,
     dechunk,

@@ -4,7 +4,7 @@ socket client, the proxy, and an upstream that plays given bytes per connection.
 
 from __future__ import annotations
 
-from tests.proxy.conftest import exchanges, raw_address, raw_exchange, raw_post
+from tests.proxy.helpers import exchanges, raw_address, raw_exchange, raw_post
 from tests.proxy.test_wire_upstream import COMPLETION, answer
 from tests.proxy.upstreams import Close, ScriptedConnections
 
