@@ -24,7 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
+# the repository's tools/ (the rollout builder) is not part of the installed package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tools.rollouts import RolloutBuilder, assistant, call
 
 WORDS = (
     "def return self import from class if else for while try except raise with as "

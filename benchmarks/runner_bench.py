@@ -98,7 +98,8 @@ def measure(
 
 def _ray_cluster(workers: int, cpus: int) -> Any:
     try:
-        from contagent.testing.ray_cluster import LocalRayCluster
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's tools/
+        from tools.ray_cluster import LocalRayCluster
 
         return LocalRayCluster(workers=workers, cpus=cpus)
     except ImportError:

@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture()
 def samples(tmp_path: Path) -> Path:
     """A fresh copy of the sample rollouts, built by the same code as data/rollouts."""
-    from contagent.testing.samples import write_samples
+    from tools.samples import write_samples
 
     root = tmp_path / "rollouts"
     write_samples(root)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from contagent.testing.sample_base import Expected
+    from tools.sample_base import Expected
 
 REPO = Path(__file__).resolve().parent.parent
 

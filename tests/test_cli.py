@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from contagent.testing.samples import SCENARIOS
 from tests.helpers import cli, read_rows, write_rows
+from tools.samples import SCENARIOS
 
 
 def test_export_then_validate(samples: Path, tmp_path: Path) -> None:

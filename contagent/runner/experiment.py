@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
+from contagent.model_schema import model_schema
 
 EXPERIMENT_FILE = "experiment.json"
 
@@ -81,12 +82,14 @@ class ExperimentSpec(BaseModel):
     )
 
 
+#: experiment.json's schema, as committed under ``schemas/``
+EXPERIMENT_SCHEMA_FILE = "experiment.schema.json"
+
+
 @lru_cache(maxsize=1)
 def experiment_schema() -> dict[str, Any]:
     """The JSON Schema experiment.json is checked against (same as schemas/experiment.schema.json)."""
-    from contagent.schema_gen import schema_for
-
-    return schema_for("experiment.schema.json")
+    return model_schema(ExperimentSpec, EXPERIMENT_SCHEMA_FILE)
 
 
 def _json_path(path: Any) -> str:

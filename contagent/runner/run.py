@@ -18,9 +18,10 @@ from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
-from contagent.runner.executor import RolloutExecutor, open_executor
+from contagent.runner.executor import OnStarted, RolloutExecutor
 from contagent.runner.experiment import Experiment, ExperimentProblem, discover_experiments
 from contagent.runner.failfast import FailFast
+from contagent.runner.local_executor import LocalExecutor
 from contagent.runner.preflight import LlmServer, wait_until_ready
 from contagent.runner.rollout import RolloutPlan
 
@@ -139,6 +140,15 @@ def plan_rollouts(config: RunConfig, experiments: list[Experiment]) -> list[Roll
         for k in range(config.repeat)
         for agent in config.agents
     ]
+
+
+def open_executor(config: RunConfig, paths: RunPaths, on_started: OnStarted) -> RolloutExecutor:
+    """The executor ``config`` asks for, its runner images checked; raises :class:`ContagentError`."""
+    if config.ray_address is None:
+        return LocalExecutor(config, paths, on_started)
+    from contagent.runner.ray_executor import RayExecutor
+
+    return RayExecutor(config, paths, on_started)
 
 
 def run_experiments(

@@ -32,7 +32,7 @@ from tests.e2e.helpers import RUNNER_IMAGE, chat_requests, secret_player
 from tests.helpers import REPO, cli, read_rows
 
 pytest.importorskip("ray")
-from contagent.testing.ray_cluster import LocalRayCluster
+from tools.ray_cluster import LocalRayCluster
 
 pytestmark = [pytest.mark.docker, pytest.mark.ray]
 

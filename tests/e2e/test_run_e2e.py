@@ -15,7 +15,6 @@ import pytest
 
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
-from contagent.schema_gen import SCHEMA_DIR
 from contagent.testing.llm_stub import Reply, RunningStub, Script
 from tests.e2e.helpers import (
     SECRET,
@@ -25,6 +24,7 @@ from tests.e2e.helpers import (
     tool_outputs,
 )
 from tests.helpers import cli
+from tools.schema_gen import SCHEMA_DIR
 
 pytestmark = pytest.mark.docker
 

@@ -14,10 +14,10 @@ from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import find_rollouts
 from contagent.responses import is_responses_path
-from contagent.testing.rollouts import assistant, call, parts
 from contagent.validate import check
 from contagent.validate.check import validate
 from tests.helpers import cli, read_rows
+from tools.rollouts import assistant, call, parts
 
 
 def _export(samples: Path, out: Path, *names: str, **options: object) -> dict[str, dict]:

@@ -13,8 +13,8 @@ from contagent.exporters.export import ExportOptions, export
 from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
 from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
 from contagent.rows import ResultRow
-from contagent.schema_gen import SCHEMA_DIR, generate, render
 from tests.helpers import read_rows
+from tools.schema_gen import SCHEMA_DIR, generate, render
 
 
 def test_committed_schemas_are_generated_from_models() -> None:
@@ -22,7 +22,7 @@ def test_committed_schemas_are_generated_from_models() -> None:
     assert sorted(p.name for p in SCHEMA_DIR.glob("*.json")) == sorted(generated)
     for name, schema in generated.items():
         assert (SCHEMA_DIR / name).read_text() == render(schema), (
-            f"run python -m contagent.schema_gen ({name})"
+            f"run python -m tools.schema_gen ({name})"
         )
 
 

@@ -15,8 +15,8 @@ from contagent.proxy.sse import StreamAssembler
 from contagent.responses import chat_response, input_messages, normalise_exchanges
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.responses_moves import response_events, response_json
-from contagent.testing.responses_samples import expectations, write_responses_samples
 from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+from tools.responses_samples import expectations, write_responses_samples
 
 
 def _req(body: dict[str, Any]) -> StubRequest:
@@ -197,7 +197,7 @@ def test_committed_responses_samples_match_their_generator(tmp_path: Path) -> No
         REPO / "data" / "rollouts" / "responses",
         tmp_path,
         list(expectations()),
-        "python -m contagent.testing.responses_samples data/rollouts/responses",
+        "python -m tools.responses_samples data/rollouts/responses",
     )
 
 

@@ -8,7 +8,7 @@ from contagent import rules
 from contagent.chat import USAGE_FIELDS
 from contagent.derive import build_row
 from contagent.rules import history_keys, merge_tool_fragments, tool_protocol_problems
-from contagent.testing.rollouts import RolloutBuilder, assistant, call, parts
+from tools.rollouts import RolloutBuilder, assistant, call, parts
 
 
 def chat(finish: str | None, **extra: object) -> dict:

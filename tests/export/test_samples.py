@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from contagent.testing.samples import SCENARIOS, write_samples
 from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+from tools.samples import SCENARIOS, write_samples
 
 
 def test_committed_samples_match_their_generator(tmp_path: Path) -> None:
     write_samples(tmp_path)
     assert_same_as_generated(
-        REPO / "data" / "rollouts", tmp_path, list(SCENARIOS), "python -m contagent.testing.samples"
+        REPO / "data" / "rollouts", tmp_path, list(SCENARIOS), "python -m tools.samples"
     )
 
 

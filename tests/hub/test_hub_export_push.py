@@ -7,7 +7,7 @@ from pathlib import Path
 from fake_hub import FakeHub
 from test_hub_cli import _run
 
-from contagent.testing.samples import write_samples
+from tools.samples import write_samples
 
 REPO = "acme/agent-sft"
 

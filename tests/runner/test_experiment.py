@@ -10,8 +10,8 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.runner.experiment import discover_experiments, experiment_schema, load_experiment
-from contagent.schema_gen import SCHEMA_DIR
 from tests.runner.helpers import write_experiment
+from tools.schema_gen import SCHEMA_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from contagent import rules
 from contagent.exporters.export import ExportOptions, export
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
 from contagent.validate.check import validate
 from tests.helpers import read_rows, write_rows
+from tools.rollouts import RolloutBuilder, assistant, call
 
 ACTIONS = st.sampled_from(
     [

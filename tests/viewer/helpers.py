@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from contagent._loopthread import InThread
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
-from contagent.testing.samples import PASSED, TASK
 from contagent.viewer.app import Viewer
+from tools.rollouts import RolloutBuilder, assistant, call
+from tools.samples import PASSED, TASK
 
 SCRIPT = "<script>window.__xss = 1</script>"
 XSS_ID = "xss_probe"

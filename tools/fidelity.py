@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from contagent.testing.rollouts import RolloutBuilder, assistant, call, parts
-from contagent.testing.sample_base import PASSED, TASK, Expected, solve
+from tools.rollouts import RolloutBuilder, assistant, call, parts
+from tools.sample_base import PASSED, TASK, Expected, solve
 
 _CAT = {"command": "cat ~/workspace/secret.txt"}
 _ECHO = {"command": "echo pass:hunter2 > ~/workspace/result.txt"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
+from tools.rollouts import RolloutBuilder, assistant, call
 
 TASK = (
     "A file ~/workspace/secret.txt holds a secret. Write `pass:<secret>` to ~/workspace/result.txt."

@@ -1,12 +1,12 @@
 """The sample rollouts on the Responses API, in ``data/rollouts/responses``.
 
-Every chat scenario of :mod:`contagent.testing.samples` is recorded again as a
+Every chat scenario of :mod:`tools.samples` is recorded again as a
 Responses-API agent would have sent it (``instructions`` + ``input`` items,
 ``output`` items, ``input_tokens``/``output_tokens``), with the same expected
 outcome: each rule of the chat path, on the Responses path. Beside them, the
 cases only this API has: a ``previous_response_id`` chain inside the log and
 one pointing outside it, non-function tool definitions, and a rollout mixing
-both APIs. ``python -m contagent.testing.responses_samples data/rollouts/responses``
+both APIs. ``python -m tools.responses_samples data/rollouts/responses``
 rewrites them; a test checks the committed files equal what this module builds.
 """
 
@@ -23,9 +23,9 @@ from typing import Any
 import orjson
 
 from contagent.chat import message_text
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
-from contagent.testing.sample_base import PASSED, TASK, Expected, solve
-from contagent.testing.samples import SCENARIOS
+from tools.rollouts import RolloutBuilder, assistant, call
+from tools.sample_base import PASSED, TASK, Expected, solve
+from tools.samples import SCENARIOS
 
 
 def response_items(message: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """The sample rollouts in ``data/rollouts``: one scenario per export rule, with its expected outcome.
 
-``python -m contagent.testing.samples data/rollouts`` rewrites them; a test
+``python -m tools.samples data/rollouts`` rewrites them; a test
 checks the committed files equal what this module builds.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from contagent.testing.fidelity import FIDELITY
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
-from contagent.testing.sample_base import FAILED, PASSED, TASK, Expected, solve
+from tools.fidelity import FIDELITY
+from tools.rollouts import RolloutBuilder, assistant, call
+from tools.sample_base import FAILED, PASSED, TASK, Expected, solve
 
 
 def clean_pass(b: RolloutBuilder) -> dict[str, Any]:

@@ -1,0 +1,59 @@
+"""The default executor: rollouts in threads of this process, on this host's Docker engine."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from contagent.layout import RunPaths
+from contagent.records import RolloutResult
+from contagent.runner import docker_ops
+from contagent.runner.config import RunConfig
+from contagent.runner.executor import OnStarted
+from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+
+
+class LocalExecutor:
+    """Rollouts in threads of this process, on this host's Docker engine."""
+
+    def __init__(self, config: RunConfig, paths: RunPaths, on_started: OnStarted) -> None:
+        self._on_started = on_started
+        client = docker_ops.connect()
+        try:
+            for agent, image in config.runner_images():
+                docker_ops.check_runner_image(client, image, agent)
+        except BaseException:
+            client.close()
+            raise
+        self._ctx = RunContext(
+            config=config,
+            paths=paths,
+            client=client,
+            cancel=threading.Event(),
+            node=socket.gethostname(),
+        )
+        self._pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="rollout")
+
+    def _one(self, plan: RolloutPlan) -> RolloutResult:
+        self._on_started(plan.name)
+        return run_rollout(self._ctx, plan)
+
+    def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
+        return self._pool.submit(self._one, plan)
+
+    def cancel(self, reason: str = "interrupted") -> None:
+        # Running rollouts see the flag, kill their containers and clean up themselves.
+        self._ctx.cancel_reason = reason
+        self._ctx.cancel.set()
+
+    def close(self) -> None:
+        self._ctx.cancel.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            # Belt and braces: nothing of this run may outlive it.
+            docker_ops.remove_labelled(
+                self._ctx.client, {docker_ops.LABEL_RUN: self._ctx.config.run_id}
+            )
+        finally:
+            self._ctx.client.close()
