@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from contagent.agents import AGENTS
-from contagent.runner.config import LlmOptions, RunConfig
+from contagent.runner.config import LlmOptions, RunConfig, agent_images
 from contagent.runner.run import run_experiments
 from contagent.testing.llm_stub import start_stub_in_thread
 from contagent.testing.players import PLAYERS, any_agent
@@ -39,7 +39,7 @@ def measure(
     agent: str,
     jobs: int,
     rollouts: int,
-    image: str,
+    images: dict[str, str],
     stub_url: str,
     log_dir: Path,
     ray: str | None = None,
@@ -51,7 +51,7 @@ def measure(
         skills_dir=REPO / "skills",
         upstream_url=stub_url,
         llm=LlmOptions(served_model_name="bench"),
-        image=image,
+        images=images,
         agents=(agent,),
         jobs=jobs,
         repeat=rollouts,
@@ -115,9 +115,12 @@ def main() -> int:
     parser.add_argument("--jobs", default="1,2", help="--jobs settings, comma-separated")
     parser.add_argument("--agent", action="append", choices=sorted(AGENTS), help="repeatable")
     parser.add_argument("--no-ray", action="store_true", help="the local runner only")
-    parser.add_argument("--image", default="contagent-runner:latest", help="the OpenHands image")
+    parser.add_argument(
+        "--image", action="append", default=[], help="AGENT=NAME, as `contagent run --image`"
+    )
     args = parser.parse_args()
     settings = [int(j) for j in args.jobs.split(",")]
+    images = agent_images(args.image)
 
     stub = start_stub_in_thread(any_agent(), models=["bench"])
     cluster = None if args.no_ray else _ray_cluster(2, max(settings))
@@ -125,18 +128,17 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="contagent-bench-") as tmp:
             for agent in args.agent or list(PLAYERS):
-                image = args.image if agent == "openhands" else AGENTS[agent].image
                 where = [None] if cluster is None else [None, cluster.address]
                 # One unmeasured rollout first per executor, so no setting pays for cold caches.
                 for address in where:
                     measure(
-                        agent, 1, 1, image, stub.url, Path(tmp) / f"{agent}-w{address}", address
+                        agent, 1, 1, images, stub.url, Path(tmp) / f"{agent}-w{address}", address
                     )
                 for jobs in settings:
                     for address in where:
                         log_dir = Path(tmp) / f"{agent}-{jobs}-{address is not None}"
                         rows.append(
-                            measure(agent, jobs, args.rollouts, image, stub.url, log_dir, address)
+                            measure(agent, jobs, args.rollouts, images, stub.url, log_dir, address)
                         )
     finally:
         stub.stop()

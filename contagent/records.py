@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contagent.versions import version_field
 
@@ -241,9 +241,20 @@ class RolloutResult(BaseModel):
         description="Settings seen on the wire in the first recorded request body "
         "(every key except messages, tools, and the Responses API's input and instructions).",
     )
-    openhands_version: str | None = Field(None, description="OpenHands SDK version in the image.")
+    openhands_version: str | None = Field(
+        None,
+        exclude=True,
+        description="Read as agent_version where a result.json has only this key; never written.",
+    )
     skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")
     error: str | None = Field(None, description="One line on what went wrong, if anything.")
+
+    @model_validator(mode="after")
+    def _one_agent_version(self) -> RolloutResult:
+        if self.agent_version is None:
+            self.agent_version = self.openhands_version
+        self.openhands_version = None
+        return self
 
 
 # Records as plain dicts, for the proxy's hot path and the test helpers alike (same

@@ -3,16 +3,16 @@
 #   1. the offline Debian trixie base image (debootstrap; skipped when it exists),
 #   2. one runner image per agent FROM it, trusting the host's CA bundle for pip/npm
 #      (each skipped when an image built from the same docker/ files exists).
-# CONTAGENT_AGENTS picks the agents (default: all three the Docker tests run).
+# The agents: OpenHands (docker/Dockerfile) and one per docker/agents/<agent>.Dockerfile, whose
+# image is contagent-runner-<agent>:latest (tests/agents checks each agent module says so).
+# CONTAGENT_AGENTS picks some (default: all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BASE_IMAGE="${CONTAGENT_BASE_IMAGE:-contagent-base:trixie}"
 RUNNER_IMAGE="${CONTAGENT_RUNNER_IMAGE:-contagent-runner:latest}"
-CODEX_IMAGE="${CONTAGENT_CODEX_IMAGE:-contagent-runner-codex:latest}"
-MINI_IMAGE="${CONTAGENT_MINI_IMAGE:-contagent-runner-mini-swe-agent:latest}"
 CA_BUNDLE="${CONTAGENT_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
-AGENTS="${CONTAGENT_AGENTS:-openhands mini-swe-agent codex}"
+AGENTS="${CONTAGENT_AGENTS:-openhands $(cd docker/agents && ls -- *.Dockerfile | sed 's/\.Dockerfile$//' | tr '\n' ' ')}"
 
 scripts/build-offline-base.sh "$BASE_IMAGE"
 
@@ -52,15 +52,12 @@ pids=()
 for agent in $AGENTS; do
   case "$agent" in
     openhands) build "$RUNNER_IMAGE" Dockerfile "$(files_hash docker)" ;;
-    mini-swe-agent)
-      build "$MINI_IMAGE" agents/mini-swe-agent.Dockerfile \
-        "$(cat docker/agents/mini-swe-agent.* | sha256sum | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" &
+    *)
+      [[ -f "docker/agents/$agent.Dockerfile" ]] || { echo "build-images: unknown agent $agent" >&2; exit 2; }
+      # its own files (docker/agents/<agent>.*) and the shared entrypoint
+      build "contagent-runner-$agent:latest" "agents/$agent.Dockerfile" \
+        "$(cat docker/agents/"$agent".* | sha256sum | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" &
       pids+=($!) ;;
-    codex)
-      build "$CODEX_IMAGE" agents/codex.Dockerfile \
-        "$(sha256sum < docker/agents/codex.Dockerfile | cut -c1-8)$(files_hash docker/entrypoint.sh | cut -c1-8)" &
-      pids+=($!) ;;
-    *) echo "build-images: unknown agent $agent" >&2; exit 2 ;;
   esac
 done
 failed=0

@@ -15,8 +15,30 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from contagent.agents import AGENTS, DEFAULT_AGENT
 from contagent.cli._common import console, fail, run_guarded
 from contagent.errors import ContagentError
+
+COMPAT_PANEL = "Compatibility options (accepted, not needed)"
+#: Options of the seed pipeline's command lines: accepted, each with why it is not needed.
+NOT_NEEDED = {
+    "--network": "each rollout gets its own isolated network, and the agent reaches the LLM "
+    "only through the recording proxy",
+    "--vllm-internal-url": "the agent is given the recording proxy's address, never the "
+    "server's; --vllm-url is the one server address",
+    "--entrypoint-script": "the runner image's entrypoint and contagent's in-container driver "
+    "start the agent",
+    "--agent-server-image-repo": "the agent runs headless in its runner image, and no agent "
+    "server is started; name that image with --image AGENT=NAME",
+    "--agent-server-image-tag": "the agent runs headless in its runner image, and no agent "
+    "server is started; name that image with --image AGENT=NAME",
+}
+
+
+def _not_needed(option: str) -> Any:
+    return typer.Option(
+        option, help=f"Not needed: {NOT_NEEDED[option]}.", rich_help_panel=COMPAT_PANEL
+    )
 
 
 class _Progress:
@@ -177,18 +199,19 @@ def register(app: typer.Typer) -> None:
         agent: Annotated[
             list[str] | None,
             typer.Option(
-                help="Agent to run each experiment with (repeatable; default openhands): "
-                "openhands, mini-swe-agent, codex. With several, rollout names end in __<agent>."
+                help=f"Agent to run each experiment with (repeatable; default {DEFAULT_AGENT}): "
+                f"{', '.join(AGENTS)}. With several, rollout names end in __<agent>."
+            ),
+        ] = None,
+        image: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="AGENT=NAME: the runner image AGENT runs in (repeatable; default: the "
+                "image `contagent build --agent AGENT` makes)."
             ),
         ] = None,
         openhands_image: Annotated[
-            str, typer.Option(help="The runner image (built by `contagent build`).")
-        ] = "contagent-runner:latest",
-        network: Annotated[
-            str | None,
-            typer.Option(
-                help="NO LONGER USED: each rollout gets its own isolated network and reaches the LLM only through the recording proxy; the value is ignored with a warning."
-            ),
+            str | None, typer.Option(help="Same as --image openhands=NAME.")
         ] = None,
         jobs: Annotated[
             int, typer.Option(help="Rollouts in parallel (across the cluster with --ray-address).")
@@ -262,6 +285,15 @@ def register(app: typer.Typer) -> None:
                 help="Name of this run (labels on its containers); default: time + random."
             ),
         ] = None,
+        network: Annotated[str | None, _not_needed("--network")] = None,
+        vllm_internal_url: Annotated[str | None, _not_needed("--vllm-internal-url")] = None,
+        entrypoint_script: Annotated[str | None, _not_needed("--entrypoint-script")] = None,
+        agent_server_image_repo: Annotated[
+            str | None, _not_needed("--agent-server-image-repo")
+        ] = None,
+        agent_server_image_tag: Annotated[
+            str | None, _not_needed("--agent-server-image-tag")
+        ] = None,
     ) -> None:
         """Run experiments in Docker with a headless agent, recording every LLM exchange.
 
@@ -271,14 +303,30 @@ def register(app: typer.Typer) -> None:
         input (options, image, an LLM server that refuses the key, the CA or the model
         name); 130 on Ctrl-C.
         """
-        from contagent.runner.config import LlmOptions, RunConfig, new_run_id, upstream_base
+        from contagent.runner.config import (
+            LlmOptions,
+            RunConfig,
+            agent_images,
+            new_run_id,
+            upstream_base,
+        )
         from contagent.runner.run import run_experiments
 
-        if network is not None:
-            console.print(
-                f"[yellow]warning:[/] --network {network} is no longer used (each rollout has its own isolated network); ignored",
-                soft_wrap=True,
-            )
+        compat = (
+            network,
+            vllm_internal_url,
+            entrypoint_script,
+            agent_server_image_repo,
+            agent_server_image_tag,
+        )
+        for option, value in zip(NOT_NEEDED, compat, strict=True):
+            if value is not None:
+                console.print(
+                    f"[yellow]note:[/] {option} is not needed: {NOT_NEEDED[option]}; ignored",
+                    soft_wrap=True,
+                    highlight=False,
+                )
+        aliases = [] if openhands_image is None else [f"openhands={openhands_image}"]
 
         def build_config() -> RunConfig:
             return RunConfig(
@@ -299,8 +347,8 @@ def register(app: typer.Typer) -> None:
                     extra_body=_extra_body(extra_body),
                 ),
                 experiments=tuple(experiment or ()),
-                image=openhands_image,
-                agents=tuple(agent or ("openhands",)),
+                images=agent_images([*(image or ()), *aliases]),
+                agents=tuple(agent or (DEFAULT_AGENT,)),
                 jobs=jobs,
                 ray_address=ray_address,
                 rollout_cpus=rollout_cpus,
@@ -357,7 +405,9 @@ def register(app: typer.Typer) -> None:
     def build_command(
         agent: Annotated[
             list[str] | None,
-            typer.Option(help="Build the image of this agent (repeatable; default openhands)."),
+            typer.Option(
+                help=f"Build the image of this agent (repeatable; default {DEFAULT_AGENT})."
+            ),
         ] = None,
         tag: Annotated[
             str | None,
@@ -376,12 +426,12 @@ def register(app: typer.Typer) -> None:
         On a Ray cluster every node running rollouts needs the images under the names the run
         uses: build them on each node, or build once, tag with your registry's name
         (--tag REGISTRY/contagent-runner:TAG, one --agent at a time), push, pull on each node
-        and pass that name as --openhands-image.
+        and pass that name to `contagent run` as --image AGENT=NAME.
         """
         from contagent.agents import get_agent
         from contagent.runner.build import build_image
 
-        names = agent or ["openhands"]
+        names = agent or [DEFAULT_AGENT]
         if tag is not None and len(names) > 1:
             fail("--tag names one image: give one --agent with it")
         specs = run_guarded(lambda: [get_agent(n) for n in names])

@@ -17,7 +17,6 @@ import docker.errors
 
 from contagent.errors import ContagentError
 from contagent.runner import docker_ops
-from contagent.runner.config import DEFAULT_IMAGE
 
 DEFAULT_BASE_IMAGE = "python:3.13-slim"
 
@@ -36,7 +35,7 @@ class BuildResult:
 
 
 def build_image(
-    tag: str = DEFAULT_IMAGE,
+    tag: str,
     base_image: str = DEFAULT_BASE_IMAGE,
     ca_bundle: Path | None = None,
     context_dir: Path | None = None,

@@ -5,15 +5,14 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contagent.agents import get_agent
+from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
 from contagent.proxy.upstream import tls_context
-
-DEFAULT_IMAGE = "contagent-runner:latest"
 
 #: Rollout statuses that ``--resume`` treats as finished (an infra error is retried).
 FINISHED_STATUSES = frozenset({"passed", "failed", "agent_error", "timeout"})
@@ -72,7 +71,8 @@ class RunConfig:
     experiments: tuple[str, ...] = ()
     api_key: str | None = None
     upstream_ca: Path | None = None
-    image: str = DEFAULT_IMAGE
+    #: agent -> the image it runs in, where not the agent's own (``--image AGENT=NAME``)
+    images: dict[str, str] = field(default_factory=dict)
     jobs: int = 1
     repeat: int = 1
     timeout_s: float = 3600.0
@@ -85,16 +85,15 @@ class RunConfig:
     ray_address: str | None = None  # None: the local runner; else rollouts are Ray tasks
     rollout_cpus: float = 1.0  # CPUs each rollout's Ray task asks for
     #: the agents every experiment runs with (``--agent``, repeatable)
-    agents: tuple[str, ...] = ("openhands",)
+    agents: tuple[str, ...] = (DEFAULT_AGENT,)
 
-    def image_for(self, agent: str, default: str) -> str:
-        """The image ``agent`` runs in: ``image`` (--openhands-image) for OpenHands, else
-        ``default``, the agent's own."""
-        return self.image if agent == "openhands" else default
+    def image_for(self, agent: str) -> str:
+        """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""
+        return self.images.get(agent) or get_agent(agent).image
 
     def runner_images(self) -> list[tuple[str, str]]:
         """(agent, image) for every agent of the run: what each node must have."""
-        return [(name, self.image_for(name, get_agent(name).image)) for name in self.agents]
+        return [(name, self.image_for(name)) for name in self.agents]
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -111,7 +110,7 @@ class RunConfig:
             raise ContagentError("--agent: at least one agent is needed")
         if len(set(self.agents)) != len(self.agents):
             raise ContagentError("--agent: each agent may be given once")
-        for agent in self.agents:
+        for agent in (*self.agents, *self.images):
             get_agent(agent)
         if not self.wait_for_llm_s >= 0:  # also NaN
             raise ContagentError("--wait-for-llm must be 0 or more seconds")
@@ -121,6 +120,24 @@ class RunConfig:
             if not self.upstream_url.startswith("https://"):
                 raise ContagentError("--vllm-ca only applies to an https:// --vllm-url")
             tls_context(self.upstream_ca)  # a bad file stops the run before any container
+
+
+def agent_images(pairs: Iterable[str]) -> dict[str, str]:
+    """``--image AGENT=NAME`` values as agent -> image; an agent named twice must agree."""
+    images: dict[str, str] = {}
+    for pair in pairs:
+        agent, sep, image = pair.partition("=")
+        agent, image = agent.strip(), image.strip()
+        if not sep or not agent or not image:
+            raise ContagentError(f"--image {pair!r} is not AGENT=NAME")
+        if agent not in AGENTS:
+            known = ", ".join(sorted(AGENTS))
+            raise ContagentError(
+                f"--image {pair!r}: {agent!r} is not a known agent (known: {known})"
+            )
+        if images.setdefault(agent, image) != image:
+            raise ContagentError(f"--image names two images for {agent}: {images[agent]}, {image}")
+    return images
 
 
 def rollout_name(experiment: str, repeat_index: int, agent: str | None = None) -> str:

@@ -55,19 +55,20 @@ def connect() -> docker.DockerClient:
     return client
 
 
-def check_runner_image(client: docker.DockerClient, image: str, agent: str = "openhands") -> None:
-    """Raise :class:`ContagentError` unless ``image`` is a contagent runner image on this engine."""
-    build = "contagent build" if agent == "openhands" else f"contagent build --agent {agent}"
+def check_runner_image(client: docker.DockerClient, image: str, agent: str) -> None:
+    """Raise :class:`ContagentError` unless ``image``, the one ``agent`` runs in, is a
+    contagent runner image on this engine."""
+    build = f"contagent build --agent {agent}"
     try:
         found = client.images.get(image)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise ContagentError(
-            f"runner image {image} not found ({type(exc).__name__}); build it with `{build}`"
+            f"runner image {image} of {agent} not found ({type(exc).__name__}); build it with "
+            f"`{build}`, or name another with --image {agent}=NAME"
         ) from None
     if (found.labels or {}).get(RUNNER_IMAGE_LABEL) != "1":
-        what = "--openhands-image" if agent == "openhands" else f"the {agent} image"
         raise ContagentError(
-            f"{what} {image} is not a contagent runner image "
+            f"--image {agent}={image} is not a contagent runner image "
             f"(no {RUNNER_IMAGE_LABEL} label); build one with `{build}`"
         )
 

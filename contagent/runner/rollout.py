@@ -22,7 +22,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from contagent.agents import Agent, AgentReport, AgentSettings, Launch, get_agent
+from contagent.agents import DEFAULT_AGENT, Agent, AgentReport, AgentSettings, Launch, get_agent
 from contagent.agents.base import AGENT_DIR, IN_CONTAINER, WORKSPACE
 from contagent.chat import sum_usage
 from contagent.errors import ContagentError
@@ -50,7 +50,7 @@ AGENT_MAIN = Path(__file__).with_name("agent_main.py")
 class RolloutPlan:
     experiment: Experiment
     repeat_index: int
-    agent: str = "openhands"
+    agent: str = DEFAULT_AGENT
     #: several agents in one run: the rollout name carries the agent
     agent_in_name: bool = False
 
@@ -204,7 +204,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     cfg = ctx.config
     name = plan.name
     agent = get_agent(plan.agent)
-    image = cfg.image_for(agent.name, agent.image)
+    image = cfg.image_for(agent.name)
     rpaths = ctx.paths.rollout(name)
     rpaths.root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -352,7 +352,6 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         tokens=tokens,
         llm=effective,
         wire_params=wire,
-        openhands_version=report.version if agent.name == "openhands" else None,
         skills_loaded=report.skills_loaded,
         error=error,
     )

@@ -135,7 +135,8 @@ def record_failure(
         duration_s=time.time() - started,
         run_id=config.run_id,
         repeat_index=plan.repeat_index,
-        image=config.image,
+        image=config.image_for(plan.agent),
+        agent=plan.agent,
         error=reason,
     )
     if paths.rollout(name).root.exists():

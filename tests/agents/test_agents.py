@@ -21,10 +21,12 @@ from contagent.agents.mini_swe_agent import model_kwargs
 from contagent.agents.openhands import AGENT as OPENHANDS
 from contagent.agents.openhands import llm_kwargs
 from contagent.errors import ContagentError
+from contagent.records import RolloutResult
 from contagent.runner import agent_main
-from contagent.runner.config import LlmOptions, RunConfig, rollout_name
+from contagent.runner.config import LlmOptions, RunConfig, agent_images, rollout_name
 from contagent.testing.llm_stub import StubRequest
 from contagent.testing.players import any_agent, seen_secrets
+from tests.conftest import REPO
 
 BASE = AgentSettings(
     task="do it",
@@ -107,7 +109,7 @@ def _run_config(tmp_path: Path, **options: Any) -> RunConfig:
 
 
 def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
-    assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex"}
+    assert {"openhands", "mini-swe-agent", "codex"} <= set(AGENTS)
     assert rollout_name("exp_001", 0, "codex") == "exp_001__codex"
     assert rollout_name("exp_001", 1, "codex") == "exp_001_r1__codex"
     with pytest.raises(ContagentError, match="not a known agent"):
@@ -116,9 +118,34 @@ def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
         _run_config(tmp_path, agents=("openhands", "nope"))
     with pytest.raises(ContagentError, match="once"):
         _run_config(tmp_path, agents=("codex", "codex"))
-    cfg = _run_config(tmp_path, agents=("codex",), image="oh:1")
-    assert cfg.image_for("openhands", OPENHANDS.image) == "oh:1"
-    assert cfg.image_for("codex", CODEX.image) == CODEX.image
+
+
+def test_every_agents_image_is_named_the_same_way(tmp_path: Path) -> None:
+    images = agent_images(["openhands=oh:1", "codex = reg/codex:2", "openhands=oh:1"])
+    assert images == {"openhands": "oh:1", "codex": "reg/codex:2"}
+    cfg = _run_config(tmp_path, agents=("codex", "mini-swe-agent"), images=images)
+    assert cfg.image_for("openhands") == "oh:1"
+    assert cfg.image_for("codex") == "reg/codex:2"
+    assert cfg.image_for("mini-swe-agent") == MINI.image
+    assert cfg.runner_images() == [("codex", "reg/codex:2"), ("mini-swe-agent", MINI.image)]
+    for bad, message in (("codex", "is not AGENT=NAME"), ("=x", "is not AGENT=NAME"),
+                         ("codex=", "is not AGENT=NAME"), ("nope=x", "not a known agent")):  # fmt: skip
+        with pytest.raises(ContagentError, match=message):
+            agent_images([bad])
+    with pytest.raises(ContagentError, match="two images for codex: a, b"):
+        agent_images(["codex=a", "codex=b"])
+    with pytest.raises(ContagentError, match="not a known agent"):
+        _run_config(tmp_path, images={"nope": "x"})
+
+
+def test_result_json_has_one_agent_version(tmp_path: Path) -> None:
+    written = RolloutResult(rollout_id="r", agent="openhands", agent_version="1.5")
+    assert "openhands_version" not in orjson.loads(written.model_dump_json())
+    old = RolloutResult.model_validate({"rollout_id": "r", "openhands_version": "1.4"})
+    assert old.agent_version == "1.4"
+    assert "openhands_version" not in orjson.loads(old.model_dump_json())
+    both = {"rollout_id": "r", "agent_version": "1.5", "openhands_version": "1.5"}
+    assert RolloutResult.model_validate(both).agent_version == "1.5"
 
 
 def test_mini_trajectory_document_becomes_json_lines(tmp_path: Path) -> None:
@@ -294,3 +321,20 @@ def test_an_agent_log_is_read_up_to_its_bound_only(tmp_path: Path, monkeypatch: 
     log.write_bytes(b'{"n": 1}\n{"n": 2}\n{"n": 3}\n' * 1000)
     lines = _util.jsonl_objects(log)
     assert lines == [b'{"n":1}', b'{"n":2}', b'{"unparsed":"{\\""}']  # cut at byte 20
+
+
+def test_every_agent_module_names_the_image_and_dockerfile_the_image_script_builds() -> None:
+    """scripts/build-images.sh builds docker/agents/<agent>.Dockerfile as
+    contagent-runner-<agent>:latest, and OpenHands from docker/Dockerfile."""
+    docker_dir = REPO / "docker"
+    script_agents = {
+        p.name.removesuffix(".Dockerfile") for p in docker_dir.glob("agents/*.Dockerfile")
+    }
+    assert set(AGENTS) == script_agents | {"openhands"}
+    for name, agent in AGENTS.items():
+        assert (docker_dir / agent.dockerfile).is_file(), name
+        if name == "openhands":
+            assert (agent.dockerfile, agent.image) == ("Dockerfile", "contagent-runner:latest")
+        else:
+            assert agent.dockerfile == f"agents/{name}.Dockerfile"
+            assert agent.image == f"contagent-runner-{name}:latest"

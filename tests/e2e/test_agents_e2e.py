@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,20 @@ def agent_images(docker_client: Any) -> dict[str, str]:
     return AGENT_IMAGES
 
 
+#: Codex's image under another name, as a registry would hold it: `--image codex=NAME` runs it.
+RENAMED_CODEX = "contagent-e2e.example/team/codex-runner:renamed"
+
+
+@pytest.fixture()
+def renamed_codex(docker_client: Any, agent_images: dict[str, str]) -> Iterator[str]:
+    repository, _, tag = RENAMED_CODEX.rpartition(":")
+    docker_client.images.get(agent_images["codex"]).tag(repository, tag)
+    yield RENAMED_CODEX
+    docker_client.images.remove(RENAMED_CODEX)  # the tag only: the image keeps its own name
+
+
 def test_all_agents_pass_exp_001_then_export_and_validate(
-    tmp_path: Path, stub_factory: Any, run_id: str, agent_images: dict[str, str]
+    tmp_path: Path, stub_factory: Any, run_id: str, agent_images: dict[str, str], renamed_codex: str
 ) -> None:
     """`contagent run --agent openhands --agent mini-swe-agent --agent codex`, export, validate."""
     stub = stub_factory(any_agent())
@@ -41,7 +55,8 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
     proc = cli(
         "run", "--served-model-name", "stub-model", "--vllm-url", stub.url, "--experiment", "exp_001",
         *agents, "--temperature", "0.3", "--jobs", "2", "--max-iterations", "10",
-        "--openhands-image", RUNNER_IMAGE, "--log-dir", str(tmp_path / "logs"), "--run-id", run_id,
+        "--openhands-image", RUNNER_IMAGE, "--image", f"codex={renamed_codex}",
+        "--log-dir", str(tmp_path / "logs"), "--run-id", run_id,
         "--timeout", "300",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -70,7 +85,10 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
         assert (
             result.tokens is not None and result.tokens.exchanges == result.tokens.with_usage >= 3
         )
-        assert result.image == (RUNNER_IMAGE if agent == "openhands" else agent_images[agent])
+        expected = {"openhands": RUNNER_IMAGE, "codex": renamed_codex}.get(agent)
+        assert result.image == (expected or agent_images[agent])
+        on_disk = json.loads(paths.rollout(f"exp_001__{agent}").result.read_text())
+        assert "openhands_version" not in on_disk and on_disk["agent_version"], agent
     assert by_agent["openhands"].skills_loaded == ["linux-networking"]
     assert by_agent["codex"].skills_loaded == ["linux-networking"]
     assert by_agent["mini-swe-agent"].skills_loaded == []

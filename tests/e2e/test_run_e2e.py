@@ -363,6 +363,6 @@ def test_foreign_image_is_refused_in_one_line(tmp_path: Path, run_id: str) -> No
                "--openhands-image", BASE_IMAGE, "--log-dir", str(tmp_path / "logs"), "--run-id", run_id)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"contagent: error: --openhands-image {BASE_IMAGE} is not a contagent runner image "
-        "(no contagent.runner-image label); build one with `contagent build`"
+        f"contagent: error: --image openhands={BASE_IMAGE} is not a contagent runner image "
+        "(no contagent.runner-image label); build one with `contagent build --agent openhands`"
     )

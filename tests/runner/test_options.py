@@ -37,6 +37,9 @@ from tests.runner.helpers import write_experiment
         (["--vllm-url", "https://h/v1", "--vllm-ca", "/nonexistent/ca.pem"], "No such file"),
         (["--experiments-dir", "/nonexistent/exps"], "experiments directory not found"),
         (["--experiment", "../etc"], "not a safe single path segment"),
+        (["--image", "codex"], "--image 'codex' is not AGENT=NAME"),
+        (["--image", "nope=x"], "--image 'nope=x': 'nope' is not a known agent"),
+        (["--image", "openhands=a", "--openhands-image", "b"], "two images for openhands: a, b"),
     ],
 )
 def test_bad_options_give_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
@@ -50,16 +53,37 @@ def test_bad_options_give_one_line_errors(tmp_path: Path, args: list[str], messa
     assert "Traceback" not in proc.stderr
 
 
-def test_help_says_network_is_no_longer_used() -> None:
-    proc = cli("run", "--help")
+COMPAT = ("--network", "--vllm-internal-url", "--entrypoint-script", "--agent-server-image-repo",
+          "--agent-server-image-tag")  # fmt: skip
+
+
+def test_help_lists_the_compatibility_options_together_once() -> None:
+    proc = cli("run", "--help", env={"COLUMNS": "200"})
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
-    for option in ("--vllm-url", "--served-model-name", "--api-key", "--openhands-image", "--experiments-dir",
-                   "--experiment", "--log-dir", "--skills-dir", "--jobs", "--repeat", "--timeout",
-                   "--max-iterations", "--temperature", "--top-p", "--reasoning-effort", "--extra-body",
-                   "--resume"):  # fmt: skip
+    for option in ("--vllm-url", "--served-model-name", "--api-key", "--image", "--openhands-image",
+                   "--experiments-dir", "--experiment", "--log-dir", "--skills-dir", "--jobs",
+                   "--repeat", "--timeout", "--max-iterations", "--temperature", "--top-p",
+                   "--reasoning-effort", "--extra-body", "--resume"):  # fmt: skip
         assert option in text
-    assert "NO LONGER USED" in text
+    panel = proc.stdout.split("Compatibility options")
+    assert len(panel) == 2, "one panel"
+    for option in COMPAT:
+        assert f" {option} " in panel[1] and f" {option} " not in panel[0]
+        assert proc.stdout.count(f" {option} ") == 1
+
+
+def test_the_seed_pipelines_options_are_accepted_with_why_they_are_not_needed(
+    tmp_path: Path,
+) -> None:
+    values = [arg for option in COMPAT for arg in (option, "x")]
+    proc = cli("run", "--served-model-name", "m", "--jobs", "0", *values)
+    assert proc.returncode == 2, proc.stderr  # --jobs 0: the options themselves were accepted
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+    assert [n.split()[1] for n in notes] == list(COMPAT)
+    assert all("is not needed: " in n and n.endswith("; ignored") for n in notes)
+    assert "No such option" not in proc.stderr
+    assert "--jobs must be 1 or more" in proc.stderr
 
 
 def test_all_experiments_bad_exits_1_and_reports(tmp_path: Path) -> None:
@@ -67,7 +91,9 @@ def test_all_experiments_bad_exits_1_and_reports(tmp_path: Path) -> None:
     proc = cli("run", "--served-model-name", "m", "--experiments-dir", str(tmp_path / "exps"),
                      "--log-dir", str(tmp_path / "logs"), "--network", "contagent-net")  # fmt: skip
     assert proc.returncode == 1
-    assert "--network contagent-net is no longer used" in proc.stderr
+    assert "note: --network is not needed: each rollout gets its own isolated network" in (
+        " ".join(proc.stderr.split())
+    )
     assert "broken/experiment.json: $.task: 1 is not of type 'string'" in " ".join(
         proc.stderr.split()
     )
