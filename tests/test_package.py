@@ -153,6 +153,23 @@ def _write(root: Path, relative: str, text: str) -> None:
     path.write_text(text)
 
 
+#: What the recorder never imports: it records facts, and the exporter judges them.
+RECORDER_NEVER_IMPORTS = frozenset({"rules", "derive", "exporters", "validate", "formats"})
+
+
+def test_the_recording_proxy_does_not_import_the_export_rules() -> None:
+    graph = import_graph()
+    proxy = {m: edges for m, edges in graph.items() if _stage(m) == "proxy"}
+    assert len(proxy) > 5
+    found = [
+        f"{module}:{line} imports {target}"
+        for module, edges in sorted(proxy.items())
+        for target, line in sorted(edges.items())
+        if _stage(target) in RECORDER_NEVER_IMPORTS
+    ]
+    assert found == []
+
+
 def test_the_checks_catch_a_loop_and_an_upward_import(tmp_path: Path) -> None:
     _write(tmp_path, "contagent/__init__.py", "")
     _write(tmp_path, "contagent/runner/__init__.py", "")

@@ -18,22 +18,26 @@ def _export(
         list[Path], typer.Argument(help="Rollout directories, or folders above them.")
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
-    format: Annotated[
+    format_names: Annotated[
         list[str] | None,
         typer.Option(
+            "--format",
             help="Dataset folder to write besides results.jsonl: prime-sft (default) or trl; "
-            "repeat for both. results: results.jsonl alone."
+            "repeat for both. results: results.jsonl alone.",
         ),
     ] = None,
-    filter: Annotated[str, typer.Option(help="Rollouts in the Parquet: passed or all.")] = "passed",
+    rollout_filter: Annotated[
+        str, typer.Option("--filter", help="Rollouts in the Parquet: passed or all.")
+    ] = "passed",
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
     drop_reasoning: Annotated[bool, typer.Option(help="Leave reasoning_content out.")] = False,
     shard_rows: Annotated[int, typer.Option(help="Parquet rows per shard.")] = 10_000,
-    license: Annotated[
+    license_id: Annotated[
         str | None,
         typer.Option(
+            "--license",
             help="Hub license id the dataset cards declare (e.g. apache-2.0, cc-by-4.0); "
-            "without it: 'other', with the model's and tasks' terms."
+            "without it: 'other', with the model's and tasks' terms.",
         ),
     ] = None,
     push_to_hub: Annotated[
@@ -50,15 +54,15 @@ def _export(
     from contagent.exporters.export import ExportOptions, export
     from contagent.formats import FORMATS
 
-    given = format or ["prime-sft"]
+    given = format_names or ["prime-sft"]
     for name in given:
         if name != "results" and name not in FORMATS:
             fail(f"unknown --format {name!r} ({', '.join(FORMATS)} or results)")
     if "results" in given and len(set(given)) > 1:
         fail("--format results means results.jsonl alone; leave it out to add dataset folders")
     formats = tuple(dict.fromkeys(n for n in given if n != "results"))
-    if filter not in ("passed", "all"):
-        fail(f"unknown --filter {filter!r} (passed or all)")
+    if rollout_filter not in ("passed", "all"):
+        fail(f"unknown --filter {rollout_filter!r} (passed or all)")
     if push_to_hub and len(formats) != 1:
         fail(
             "--push-to-hub uploads one dataset folder: give exactly one --format (prime-sft or trl)"
@@ -69,11 +73,11 @@ def _export(
         run_guarded(lambda: resolve_token(None))  # no token: fail before any work
     options = ExportOptions(
         formats=formats,
-        filter=filter,  # type: ignore[arg-type]
+        filter=rollout_filter,  # type: ignore[arg-type]
         jobs=jobs,
         drop_reasoning=drop_reasoning,
         shard_rows=shard_rows,
-        license=license,
+        license=license_id,
     )
     with Progress(
         TextColumn("exporting"),

@@ -110,17 +110,17 @@ def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_
         yield from pool.imap(_export_one, work, chunksize=1)
 
 
-def _check_license(license: str | None) -> None:
-    if license is None:
+def _check_license(license_id: str | None) -> None:
+    if license_id is None:
         return
-    if license == "other":
+    if license_id == "other":
         raise ContagentError(
             "--license other: leave --license out, and the card declares 'other' with the "
             "model's and the tasks' terms"
         )
-    if not _LICENSE_ID.fullmatch(license):
+    if not _LICENSE_ID.fullmatch(license_id):
         raise ContagentError(
-            f"--license {license!r} is not a Hub license id (lower case, e.g. apache-2.0, mit, "
+            f"--license {license_id!r} is not a Hub license id (lower case, e.g. apache-2.0, mit, "
             "cc-by-4.0: https://huggingface.co/docs/hub/repositories-licenses)"
         )
 

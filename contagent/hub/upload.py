@@ -220,9 +220,9 @@ class UploadOptions(TypedDict, total=False):
 
 
 def push_export_to_hub(
-    out_dir: Path, repo_id: str, format: str = "prime-sft", **options: Unpack[UploadOptions]
+    out_dir: Path, repo_id: str, format_name: str = "prime-sft", **options: Unpack[UploadOptions]
 ) -> UploadResult:
-    """Upload the ``format`` dataset folder of the export in ``out_dir`` (``OUT/<format>/``)."""
+    """Upload the ``format_name`` dataset folder of the export in ``out_dir`` (``OUT/<format>/``)."""
     return upload_dataset_folder(
-        ExportPaths(out_dir).format_folder(format).root, repo_id, **options
+        ExportPaths(out_dir).format_folder(format_name).root, repo_id, **options
     )

@@ -70,8 +70,12 @@ class RequestHandler(Protocol):
 
     def handle(self, conn: ClientConnection, request: Request) -> None: ...
 
-    def track(self, conn: ClientConnection, open_: bool) -> bool:
-        """Count a connection in (False: over the limit, refuse it) or out."""
+    def admit(self, conn: ClientConnection) -> bool:
+        """Count a new connection in; False: over the limit, refuse it."""
+        ...
+
+    def release(self, conn: ClientConnection) -> None:
+        """Count a closed connection out."""
         ...
 
 
@@ -119,7 +123,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else None
-        if not self.handler.track(self, True):
+        if not self.handler.admit(self):
             self._refuse(503, "contagent proxy is at its client connection limit", "proxy_error")
 
     def data_received(self, data: bytes) -> None:
@@ -156,7 +160,7 @@ class ClientConnection(asyncio.Protocol):
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
-        self.handler.track(self, False)
+        self.handler.release(self)
         responder, self.responder = self.responder, None
         if responder is not None:
             responder.client_gone()

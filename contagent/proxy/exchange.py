@@ -20,8 +20,7 @@ from contagent.proxy.http1 import error_body, relayed_response_headers
 from contagent.proxy.recorder import verbatim
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.proxy.upstream import UpstreamConnection
-from contagent.records import outcome_record
-from contagent.rules import completeness
+from contagent.records import completeness, outcome_record
 
 log = logging.getLogger(__name__)
 

@@ -230,14 +230,14 @@ class RecordingProxy:
 
     # -- the hot path: called by the client connections --------------------------------
 
-    def track(self, conn: ClientConnection, open_: bool) -> bool:
-        if not open_:
-            self._conns.discard(conn)
-        elif len(self._conns) >= self.limits.max_clients:
+    def admit(self, conn: ClientConnection) -> bool:
+        if len(self._conns) >= self.limits.max_clients:
             return False
-        else:
-            self._conns.add(conn)
+        self._conns.add(conn)
         return True
+
+    def release(self, conn: ClientConnection) -> None:
+        self._conns.discard(conn)
 
     def _sweep_idle(self) -> None:
         loop = asyncio.get_running_loop()

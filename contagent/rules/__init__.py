@@ -1,15 +1,17 @@
 """The selection rules, as pure functions: no IO, no logging, no state.
 
 The exporter uses them to build rows and the validator uses them to check
-rows; the proxy uses :func:`completeness` to label outcomes. Keep every rule
-here, so that the three can never disagree; :mod:`contagent.chat` only reads
-fields out of messages and responses.
+rows. Keep every rule here, so that the two can never disagree;
+:mod:`contagent.chat` only reads fields out of messages and responses. The one
+judgement the recorder shares, :func:`completeness` (an outcome's ``completed``
+or ``incomplete``), is defined beside the records and re-exported here.
 
 The rules live in three modules by scope (:mod:`.messages`, :mod:`.selection`,
 :mod:`.rollout`) and the request-history scan in :mod:`.history`; every name is
 importable from here.
 """
 
+from contagent.records import COMPLETE_FINISH_REASONS, completeness
 from contagent.rules.history import (
     Problem,
     Scan,
@@ -19,7 +21,6 @@ from contagent.rules.history import (
     tool_protocol_problems,
 )
 from contagent.rules.messages import (
-    COMPLETE_FINISH_REASONS,
     TERMINAL_TOOLS,
     ExcludedReason,
     Key,
@@ -27,7 +28,6 @@ from contagent.rules.messages import (
     apply_reasoning_policy,
     branch_tools,
     carries,
-    completeness,
     consumption_key,
     extends,
     has_think_conflict,

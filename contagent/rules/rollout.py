@@ -43,12 +43,13 @@ def final_cut(statuses: dict[int, str]) -> int | None:
     return last if last is not None and statuses[last] == "incomplete" else None
 
 
-def selected_for_training(row: dict[str, Any], filter: str) -> bool:
+def selected_for_training(row: dict[str, Any], rollout_filter: str) -> bool:
     """The one rule for which rows become training records (Parquet): training-ready, and
-    passed unless ``filter`` is ``all``. Exporter and validator both call it."""
+    passed unless ``rollout_filter`` (``--filter``) is ``all``. Exporter and validator both
+    call it."""
     if row.get("training_ready") is not True:
         return False
-    return filter == "all" or row.get("passed") is True
+    return rollout_filter == "all" or row.get("passed") is True
 
 
 def accounting_problems(row: dict[str, Any], raw_indices: list[int]) -> list[str]:

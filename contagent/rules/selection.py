@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from contagent.chat import CallKey, response_message, route_ends_with
+from contagent.records import completeness
 from contagent.rules.history import Problem
-from contagent.rules.messages import carries, completeness, consumption_key, is_safe
+from contagent.rules.messages import carries, consumption_key, is_safe
 
 
 @dataclass(frozen=True)

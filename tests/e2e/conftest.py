@@ -78,7 +78,7 @@ def run(tmp_path: Path, run_id: str, owner: str) -> Callable[..., RunSummary]:
             skills_dir=REPO / "skills",
             upstream_url=stub.url,
             llm=llm,
-            image=RUNNER_IMAGE,
+            images={"openhands": RUNNER_IMAGE},
             timeout_s=300,
             max_iterations=10,
             run_id=run_id,

@@ -82,14 +82,14 @@ class FakeHandler:
     def handle(self, conn: ClientConnection, request: Request) -> None:
         self.requests.append(request)
 
-    def track(self, conn: ClientConnection, open_: bool) -> bool:
-        if not open_:
-            self.conns.discard(conn)
-            return True
+    def admit(self, conn: ClientConnection) -> bool:
         if len(self.conns) >= self.max_clients:
             return False
         self.conns.add(conn)
         return True
+
+    def release(self, conn: ClientConnection) -> None:
+        self.conns.discard(conn)
 
 
 def client_conn(
