@@ -102,7 +102,7 @@ class RunPaths:
     ::
 
         <log-dir>/
-        ├── <name>.log                 OpenHands events, one JSON object a line
+        ├── <name>.log                 the agent's events, one JSON object a line
         ├── <name>.result              evaluate.sh output and the verdict
         ├── <name>.err                 stderr of the runner container
         ├── rollouts/

@@ -1,10 +1,11 @@
-"""The runner stage: experiments in Docker with the OpenHands agent, every LLM call recorded.
+"""The runner stage: experiments in Docker with a headless agent, every LLM call recorded.
 
 Library entry points (the CLI in ``contagent/cli/run_cmd.py`` is a thin wrapper):
 
 * :func:`contagent.runner.run.run_experiments` runs a :class:`~contagent.runner.config.RunConfig`;
 * :func:`contagent.runner.docker_ops.gc` removes one owner's leftovers;
-* :func:`contagent.runner.build.build_image` builds the runner image.
+* :func:`contagent.runner.build.build_image` builds an agent's runner image.
 
-Nothing here imports the OpenHands SDK: ``agent_main.py`` runs inside the container.
+Nothing here imports an agent: each agent is a module of :mod:`contagent.agents`, and
+``agent_main.py`` runs it inside the container.
 """
