@@ -8,10 +8,19 @@ processes (``ray stop`` would end every Ray process on the host).
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
 from typing import Any
+
+
+def _ray_default_dir() -> str:
+    try:
+        from ray._common.utils import get_default_ray_temp_dir
+    except ImportError:  # older Ray: the same rule
+        return os.path.join(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir(), "ray")
+    return str(get_default_ray_temp_dir())
 
 
 def _free_port() -> int:
@@ -28,6 +37,9 @@ class LocalRayCluster:
 
         # Short: Ray's socket paths live under it and must fit in 107 bytes.
         self.temp_dir = tempfile.mkdtemp(prefix="ctr-", dir="/tmp")
+        # Cluster records the newest cluster's address in Ray's default folder even when the
+        # nodes use another, and fails on a host where that folder does not exist yet.
+        os.makedirs(_ray_default_dir(), exist_ok=True)
         self._cluster = Cluster(
             initialize_head=True,
             shutdown_at_exit=True,

@@ -63,11 +63,11 @@ def _results(log_dir: Path) -> list[RolloutResult]:
 
 
 def _run_cli(stub: RunningStub, cluster: LocalRayCluster, log_dir: Path, run_id: str, owner: str,
-             *extra: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
+             *extra: str, image: str = RUNNER_IMAGE) -> subprocess.CompletedProcess[str]:  # fmt: skip
     return cli(
         "run", "--served-model-name", "stub-model", "--vllm-url", stub.url,
         "--ray-address", cluster.address, "--experiment", "exp_001", "--log-dir", str(log_dir),
-        "--image", f"openhands={RUNNER_IMAGE}", "--run-id", run_id, "--timeout", "300",
+        "--image", f"openhands={image}", "--run-id", run_id, "--timeout", "300",
         "--max-iterations", "10", *extra,
         env={"CONTAGENT_OWNER": owner, "COLUMNS": "200"}, timeout=600,
     )  # fmt: skip
@@ -126,8 +126,7 @@ def test_a_node_without_the_image_stops_the_run_in_one_line(
         tmp_path / "logs",
         run_id,
         owner,
-        "--image",
-        "openhands=contagent-base:trixie",
+        image="contagent-base:trixie",
     )
     assert proc.returncode == 2, proc.stderr  # unusable input, as on the local runner
     [line] = proc.stderr.strip().splitlines()
