@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PACKAGE = REPO / "contagent"
 
@@ -34,6 +34,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "responses",
             "trajectory",
             "model_schema",
+            "versions",
             "errors",
             "_loopthread",
         }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_the_documented_example_runs() -> None:

@@ -26,7 +26,7 @@ from contagent.runner import agent_main
 from contagent.runner.config import LlmOptions, RunConfig, agent_images, rollout_name
 from contagent.testing.llm_stub import StubRequest
 from contagent.testing.players import any_agent, seen_secrets
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 BASE = AgentSettings(
     task="do it",
