@@ -108,6 +108,7 @@ class RunPaths:
         ├── rollouts/
         │   └── <name>/                a RolloutPaths: exchanges.jsonl + result.json
         ├── superseded/<name>-<time>/  an unfinished earlier attempt moved aside by --resume
+        ├── runs/<run-id>.log          what each run said on the way out (stops, the summary)
         └── .incoming/<name>-<id>/     a Ray rollout's files while they are checked and moved in
 
     ``<name>`` is the rollout id: the experiment name, with ``_r<k>`` appended
@@ -131,6 +132,9 @@ class RunPaths:
 
     def rollout(self, name: str) -> RolloutPaths:
         return RolloutPaths.for_rollout(self.rollouts_dir, name)
+
+    def run_log(self, run_id: str) -> Path:
+        return self.root / "runs" / f"{safe_segment(run_id, 'run id')}.log"
 
     def log(self, name: str) -> Path:
         return self.root / f"{safe_segment(name, 'rollout id')}.log"

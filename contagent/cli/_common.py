@@ -27,5 +27,5 @@ def run_guarded(fn: Callable[[], T]) -> T:
         return fn()
     except ContagentError as exc:
         fail(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
+    except KeyboardInterrupt as exc:  # 128 plus the signal's number (Ctrl-C: 130)
+        fail("interrupted", getattr(exc, "exit_code", 130))

@@ -41,10 +41,21 @@ def _not_needed(option: str) -> Any:
     )
 
 
+_STYLES = {
+    "ready": "green",
+    "paused": "yellow",
+    "stopped": "red",
+    "stopping": "yellow",
+    "left": "red",
+    "leftovers": "yellow",
+}
+
+
 class _Progress:
     """Live counts while rollouts run; rendered by rich.live."""
 
-    def __init__(self) -> None:
+    def __init__(self, journal: Any = None) -> None:
+        self.journal = journal  # a RunLog: what the run says goes there too
         self.lock = threading.Lock()
         self.total = 0
         self.running: dict[str, float] = {}
@@ -60,9 +71,12 @@ class _Progress:
 
     def on_event(self, event: Any) -> None:
         # printed outside the lock: printing refreshes the live display, which takes it
-        if event.kind in ("ready", "paused", "stopped"):
-            style = {"ready": "green", "paused": "yellow", "stopped": "red"}[event.kind]
-            console.print(f"[{style}]{event.kind}:[/]", Text(event.message), soft_wrap=True)
+        if event.kind in _STYLES:
+            console.print(
+                f"[{_STYLES[event.kind]}]{event.kind}:[/]", Text(event.message), soft_wrap=True
+            )
+            if self.journal is not None:
+                self.journal.line(f"{event.kind}: {event.message}")
         elif event.kind == "notice":
             console.print(f"[yellow]{event.name}:[/]", Text(event.message), soft_wrap=True)
         elif event.kind == "waiting" and not self.status:  # once; the live line shows the rest
@@ -146,6 +160,41 @@ def _summary_table(summary: Any) -> Table:
     for p in summary.problems:
         table.add_row(p.name, Text("skipped", style="yellow"), "", "", "", "", "", p.message[:120])
     return table
+
+
+def _open_journal(config: Any) -> Any:
+    import os
+    import socket
+
+    from contagent.cli.run_log import RunLog
+    from contagent.layout import RunPaths
+
+    journal = RunLog(RunPaths(config.log_dir).run_log(config.run_id))
+    journal.line(
+        f"run {config.run_id} started: pid {os.getpid()} on {socket.gethostname()}, "
+        f"log dir {config.log_dir}"
+    )
+    return journal
+
+
+def _exit_line(summary: Any) -> str | None:
+    """The one line the run ends with on stderr, or None for a plain exit."""
+    if summary.interrupted:
+        from contagent.runner.leftovers import describe
+        from contagent.runner.signals import signal_name
+
+        cleaned = (
+            "the run's containers and networks were removed"
+            if summary.left == []
+            else describe(summary.left, summary.run_id)
+        )
+        return (
+            f"interrupted by {signal_name(summary.signal or 2)}; {cleaned} "
+            "(--resume runs what is left)"
+        )
+    if summary.stopped is not None:
+        return f"run stopped: {summary.stopped}"
+    return None
 
 
 def _extra_body(value: str | None) -> dict[str, Any]:
@@ -301,7 +350,8 @@ def register(app: typer.Typer) -> None:
         1 when an experiment was skipped as invalid, a rollout is infra_error, the run
         stopped because the LLM server stayed down, or it never answered; 2 for unusable
         input (options, image, an LLM server that refuses the key, the CA or the model
-        name); 130 on Ctrl-C.
+        name); 128 plus the signal's number when a signal stops it: 130 Ctrl-C (SIGINT),
+        143 SIGTERM, 129 SIGHUP (see docs/runner.md, "Stopping a run").
         """
         from contagent.runner.config import (
             LlmOptions,
@@ -311,6 +361,7 @@ def register(app: typer.Typer) -> None:
             upstream_base,
         )
         from contagent.runner.run import run_experiments
+        from contagent.runner.signals import stop_on_signals
 
         compat = (
             network,
@@ -361,27 +412,45 @@ def register(app: typer.Typer) -> None:
             )
 
         config = run_guarded(build_config)
-        progress = _Progress()
-        with Live(progress, console=console, refresh_per_second=4, transient=True):
-            summary = run_guarded(lambda: run_experiments(config, progress.on_event))
+        journal = _open_journal(config)
+        progress = _Progress(journal)
+
+        def run() -> Any:
+            with stop_on_signals(config.run_id, journal.line):
+                try:
+                    with Live(progress, console=console, refresh_per_second=4, transient=True):
+                        return run_experiments(config, progress.on_event)
+                except ContagentError as exc:
+                    journal.line(f"contagent: error: {exc}")
+                    raise
+                except KeyboardInterrupt as exc:
+                    journal.line(f"contagent: error: interrupted by {exc}")
+                    raise
+
+        summary = run_guarded(run)
+
+        def say(*what: Any) -> None:
+            console.print(*what, soft_wrap=True)
+            journal.render(*what)
+
         for message in progress.problems:
-            console.print("[yellow]skipped:[/]", Text(message), soft_wrap=True)
-        console.print(_summary_table(summary))
+            say("[yellow]skipped:[/]", Text(message))
+        say(_summary_table(summary))
         everything = [*summary.resumed, *summary.results]
         passed = sum(r.status == "passed" for r in everything)
         tokens = sum(r.tokens.total_tokens for r in everything if r.tokens is not None)
         rate = f" ({100 * passed / len(everything):.0f}%)" if everything else ""
-        console.print(f"passed {passed}/{len(everything)}{rate}, tokens {tokens:,}", soft_wrap=True)
-        console.print(
+        say(f"passed {passed}/{len(everything)}{rate}, tokens {tokens:,}")
+        say(
             Text(
                 f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"
-            ),
-            soft_wrap=True,
+            )
         )
-        if summary.interrupted:
-            fail("interrupted; the run's containers and networks were removed", 130)
-        if summary.stopped is not None:
-            fail(f"run stopped: {summary.stopped}", summary.exit_code)
+        end = _exit_line(summary)
+        if end is not None:
+            journal.line(f"contagent: error: {end}")
+            fail(end, summary.exit_code)
+        journal.line(summary.exit_reason())
         if summary.exit_code:
             raise typer.Exit(summary.exit_code)
 
@@ -393,13 +462,17 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Owner label to clean (default: you, as `contagent run` labels it)."),
         ] = None,
     ) -> None:
-        """Remove containers and networks left by your runs (never another owner's)."""
-        from contagent.runner import docker_ops
+        """Remove containers and networks left by your runs (never another owner's).
 
-        removed = run_guarded(lambda: docker_ops.gc(owner or docker_ops.default_owner(), run_id))
-        console.print(
-            f"removed {len(removed.containers)} containers, {len(removed.networks)} networks"
-        )
+        Without --run-id only runs whose driver process is gone from this host are cleaned;
+        live runs are spared and said, runs of other hosts listed. --run-id removes exactly
+        that run."""
+        from contagent.runner import docker_ops, leftovers
+
+        done = run_guarded(lambda: leftovers.gc(owner or docker_ops.default_owner(), run_id))
+        for line in done.lines:
+            console.print(Text(line), soft_wrap=True)
+        console.print(f"removed {done.containers} containers, {done.networks} networks")
 
     @app.command("build")
     def build_command(

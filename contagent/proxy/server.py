@@ -154,6 +154,8 @@ class RecordingProxy:
         self._stop_grace = stop_grace
         self.recorder = Recorder(self.record_dir)
         self.counts: Counter[str] = Counter()
+        #: every record that could not be written (a full disk, say): the log is incomplete
+        self.record_errors: list[str] = []
         self._pool: UpstreamPool | None = None
         self._server: asyncio.AbstractServer | None = None
         self._conns: set[ClientConnection] = set()
@@ -333,6 +335,7 @@ class RecordingProxy:
             if index >= 0:
                 recorder.release(rollout_id, index)
             log.error("%s", exc)
+            self.record_errors.append(str(exc))
             conn.respond_error(
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"
             )
@@ -351,5 +354,6 @@ class RecordingProxy:
             self.recorder.append(record["rollout_id"], record)
         except RecordError as exc:
             log.error("outcome of %s #%d lost: %s", record["rollout_id"], record["index"], exc)
+            self.record_errors.append(str(exc))
             return False
         return True

@@ -3,7 +3,7 @@
 Library entry points (the CLI in ``contagent/cli/run_cmd.py`` is a thin wrapper):
 
 * :func:`contagent.runner.run.run_experiments` runs a :class:`~contagent.runner.config.RunConfig`;
-* :func:`contagent.runner.docker_ops.gc` removes one owner's leftovers;
+* :func:`contagent.runner.leftovers.gc` removes one owner's leftovers of dead runs;
 * :func:`contagent.runner.build.build_image` builds an agent's runner image.
 
 Nothing here imports an agent: each agent is a module of :mod:`contagent.agents`, and

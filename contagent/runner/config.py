@@ -13,6 +13,7 @@ from typing import Any
 from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
 from contagent.proxy.upstream import tls_context
+from contagent.runner.leftovers import Driver
 
 #: Rollout statuses that ``--resume`` treats as finished (an infra error is retried).
 FINISHED_STATUSES = frozenset({"passed", "failed", "agent_error", "timeout"})
@@ -86,6 +87,8 @@ class RunConfig:
     rollout_cpus: float = 1.0  # CPUs each rollout's Ray task asks for
     #: the agents every experiment runs with (``--agent``, repeatable)
     agents: tuple[str, ...] = (DEFAULT_AGENT,)
+    #: the process running the run, labelled on everything it creates (set by the run)
+    driver: Driver | None = None
 
     def image_for(self, agent: str) -> str:
         """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""

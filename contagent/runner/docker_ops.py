@@ -33,8 +33,39 @@ LABEL_OWNER = "contagent.owner"
 LABEL_ROLLOUT = "contagent.rollout"
 LABEL_ROLE = "contagent.role"
 
+#: ``stop_condition`` of a rollout that ended because the Docker engine stopped answering
+ENGINE_STOP = "docker_engine"
+
 #: Set by docker/Dockerfile; images without it lack the venv and entrypoint the runner needs.
 RUNNER_IMAGE_LABEL = "contagent.runner-image"
+
+
+class EngineLost(ContagentError):
+    """The Docker engine stopped answering mid-run (stopped, restarting, crashed)."""
+
+    exit_code = 1
+
+
+def engine_gone(exc: BaseException) -> str | None:
+    """Why ``exc`` means the engine is not answering any more, or None when it does not.
+
+    A refused or aborted connection to the engine's socket is the engine gone; an HTTP
+    error answer (an ``APIError``) is the engine answering.
+    """
+    if isinstance(exc, EngineLost):
+        return str(exc)
+    if isinstance(exc, requests.exceptions.ConnectionError) and "timed out" not in str(exc):
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return f"the Docker engine stopped answering ({detail})"
+    return None
+
+
+def _answers(client: Any) -> bool:
+    try:
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return False
+    return True
 
 
 def default_owner() -> str:
@@ -185,7 +216,8 @@ def wait_container(
     """Wait until the container exits, the deadline passes, or ``cancelled()``.
 
     Returns ``(exit code or None, timed_out)``; the container is killed when it
-    is still running at the deadline or on cancel.
+    is still running at the deadline or on cancel. Raises :class:`EngineLost` when the
+    engine stops answering (a wait cut short is otherwise just polled again).
     """
     while True:
         remaining = deadline - time.monotonic()
@@ -196,8 +228,12 @@ def wait_container(
         try:
             status = container.wait(timeout=max(0.1, min(poll_s, remaining)))
             return int(status.get("StatusCode", -1)), False
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        except requests.exceptions.ReadTimeout:
             continue
+        except requests.exceptions.ConnectionError as exc:
+            if _answers(container.client):
+                continue
+            raise EngineLost(engine_gone(exc) or "the Docker engine stopped answering") from exc
 
 
 def _kill(container: Any) -> None:
@@ -272,11 +308,3 @@ def leftovers(client: docker.DockerClient, filters: dict[str, str]) -> list[str]
     ]
     names += [f"network {n.name}" for n in client.networks.list(filters={"label": label_filter})]
     return names
-
-
-def gc(owner: str, run_id: str | None = None) -> Removed:
-    """Remove leftovers of ``owner`` (only that owner's; optionally one run's)."""
-    filters = {LABEL_OWNER: owner}
-    if run_id:
-        filters[LABEL_RUN] = run_id
-    return remove_labelled(connect(), filters)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+
+import docker.errors
+import requests.exceptions
 
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
@@ -12,6 +16,8 @@ from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
 from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+
+log = logging.getLogger(__name__)
 
 
 class LocalExecutor:
@@ -51,9 +57,11 @@ class LocalExecutor:
         self._ctx.cancel.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
         try:
-            # Belt and braces: nothing of this run may outlive it.
+            # Belt and braces: nothing of this run may outlive it (the run then checks).
             docker_ops.remove_labelled(
                 self._ctx.client, {docker_ops.LABEL_RUN: self._ctx.config.run_id}
             )
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            log.warning("run %s: clean-up failed: %s", self._ctx.config.run_id, exc)
         finally:
             self._ctx.client.close()

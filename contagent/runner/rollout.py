@@ -45,6 +45,19 @@ log = logging.getLogger(__name__)
 
 AGENT_MAIN = Path(__file__).with_name("agent_main.py")
 
+#: ``stop_condition`` of a rollout whose files could not all be written into --log-dir
+LOG_DIR_STOP = "log_dir"
+
+
+class LogDirError(ContagentError):
+    """A rollout's files could not be written into ``--log-dir`` (a full disk, say)."""
+
+    exit_code = 1
+
+
+def _unwritable(path: Path, exc: OSError) -> LogDirError:
+    return LogDirError(f"cannot write {path}: {exc.strerror or exc}")
+
 
 @dataclass(frozen=True)
 class RolloutPlan:
@@ -73,7 +86,9 @@ class RunContext:
     cancel_reason: str = "interrupted"
 
     def labels(self, rollout: str, role: str) -> dict[str, str]:
+        driver = self.config.driver
         return {
+            **(driver.labels() if driver is not None else {}),
             docker_ops.LABEL_RUN: self.config.run_id,
             docker_ops.LABEL_OWNER: self.config.owner,
             docker_ops.LABEL_ROLLOUT: rollout,
@@ -167,9 +182,22 @@ def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
 
 
 def _write_json_atomic(path: Path, text: str) -> None:
+    """All of ``text`` at ``path`` or nothing there: a half-written result.json would be
+    read as no verdict at best."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _unwritable(path, exc) from None
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
 
 
 def _verdict(
@@ -198,7 +226,10 @@ def _verdict(
 
 
 def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
-    """Run one rollout to the end and write its files; never raises for docker trouble."""
+    """Run one rollout to the end and write its files; never raises for docker trouble.
+
+    Raises :class:`LogDirError` when its files cannot be written: then no result.json
+    claims a verdict."""
     from contagent.proxy import start_proxy_in_thread
 
     cfg = ctx.config
@@ -206,7 +237,10 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     agent = get_agent(plan.agent)
     image = cfg.image_for(agent.name)
     rpaths = ctx.paths.rollout(name)
-    rpaths.root.mkdir(parents=True, exist_ok=True)
+    try:
+        rpaths.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(rpaths.root, exc) from None
     t0 = time.monotonic()
     started = time.time()
     prefix = f"contagent-{cfg.run_id}-{name}"
@@ -218,6 +252,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     error: str | None = None
     effective: LlmSettings | None = None
     proxy: Any = None
+    stop_here: str | None = None  # a stop condition that ends the whole run
     collected = Path(tempfile.mkdtemp(prefix="contagent-out-"))
     try:
         net = docker_ops.create_network(ctx.client, prefix, ctx.labels(name, "network"))
@@ -278,38 +313,48 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         ContagentError,
     ) as exc:
         # One rollout's trouble (an image that is not there, a proxy that cannot listen) is
-        # recorded as its infra_error; the other rollouts still run.
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        # recorded as its infra_error; the other rollouts still run. An engine that stopped
+        # answering ends the run.
+        gone = docker_ops.engine_gone(exc)
+        error = gone or f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        stop_here = docker_ops.ENGINE_STOP if gone else None
         log.warning("rollout %s: %s", name, error)
     finally:
         if proxy is not None:
             proxy.stop()
-        try:
-            docker_ops.remove_labelled(
-                ctx.client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
-            )
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            log.warning("rollout %s: clean-up failed: %s", name, exc)
+        if stop_here is None:  # an engine that is gone would only refuse again
+            try:
+                docker_ops.remove_labelled(
+                    ctx.client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
+                )
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                log.warning("rollout %s: clean-up failed: %s", name, exc)
+    unrecorded = proxy.proxy.record_errors if proxy is not None else []
+    if unrecorded and error is None:
+        # the raw log misses part of what happened: no verdict may be claimed from it
+        error, stop_here = f"the raw exchange log is incomplete: {unrecorded[0]}", LOG_DIR_STOP
 
-    out_dir = collected / "out"
-    report = agent.report(out_dir) if out_dir.is_dir() else AgentReport()
-    if report.error:
-        outcome["agent_error"] = report.error
-    ctx.paths.log(name).write_bytes(b"".join(line + b"\n" for line in report.events))
-    ctx.paths.err(name).write_bytes(stderr)
-    if error is not None:
-        status: RolloutStatus = "infra_error"
-    else:
-        cancelled = ctx.cancel_reason if ctx.cancel.is_set() else None
-        status, error = _verdict(outcome, timed_out, cancelled, container_code)
-    stop_condition = "timeout" if status == "timeout" else report.stop_condition
-    if status == "agent_error":
-        # the agent raised because the LLM server failed it: not the model's doing
-        failure = server_failure(rpaths.exchanges)
-        if failure is not None:
-            status, error, stop_condition = "infra_error", failure, LLM_SERVER_STOP
-    ctx.paths.result_text(name).write_text(_result_text(out_dir, outcome, status, error))
-    shutil.rmtree(collected, ignore_errors=True)
+    try:
+        out_dir = collected / "out"
+        report = agent.report(out_dir) if out_dir.is_dir() else AgentReport()
+        if report.error:
+            outcome["agent_error"] = report.error
+        _write(ctx.paths.log(name), b"".join(line + b"\n" for line in report.events))
+        _write(ctx.paths.err(name), stderr)
+        if error is not None:
+            status: RolloutStatus = "infra_error"
+        else:
+            cancelled = ctx.cancel_reason if ctx.cancel.is_set() else None
+            status, error = _verdict(outcome, timed_out, cancelled, container_code)
+        stop_condition = "timeout" if status == "timeout" else (stop_here or report.stop_condition)
+        if status == "agent_error":
+            # the agent raised because the LLM server failed it: not the model's doing
+            failure = server_failure(rpaths.exchanges)
+            if failure is not None:
+                status, error, stop_condition = "infra_error", failure, LLM_SERVER_STOP
+        _write(ctx.paths.result_text(name), _result_text(out_dir, outcome, status, error).encode())
+    finally:
+        shutil.rmtree(collected, ignore_errors=True)
 
     tokens, wire = token_totals(rpaths.exchanges)
     codes = outcome.get("exit_codes") or {}

@@ -16,14 +16,15 @@ from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
-from contagent.runner import docker_ops
+from contagent.runner import docker_ops, leftovers
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
 from contagent.runner.executor import OnStarted, RolloutExecutor
 from contagent.runner.experiment import Experiment, ExperimentProblem, discover_experiments
 from contagent.runner.failfast import FailFast
 from contagent.runner.local_executor import LocalExecutor
 from contagent.runner.preflight import LlmServer, wait_until_ready
-from contagent.runner.rollout import RolloutPlan
+from contagent.runner.rollout import LOG_DIR_STOP, LogDirError, RolloutPlan
+from contagent.runner.signals import signal_name, stop_signal
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class RunEvent:
     """A progress notification: ``kind`` is planned, problem, skipped, started, finished,
+    leftovers (of an earlier run), stopping (on a signal), left (what is still in Docker),
     or about the LLM server: waiting (a status line), ready, paused, stopped."""
 
     kind: str
@@ -49,9 +51,13 @@ class RunSummary:
     problems: list[ExperimentProblem] = field(default_factory=list)
     wall_s: float = 0.0
     interrupted: bool = False
+    #: the signal that interrupted the run (SIGINT for Ctrl-C)
+    signal: int | None = None
     #: why the run stopped early (the LLM server stayed unusable), and what it did not start
     stopped: str | None = None
     not_started: list[str] = field(default_factory=list)
+    #: what of the run is still in this host's engine at the end; None: the engine did not say
+    left: list[str] | None = field(default_factory=list)
 
     @property
     def infra_errors(self) -> list[RolloutResult]:
@@ -69,7 +75,10 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        """0: every rollout reached a verdict; 1: a bad experiment, an infra_error, a stop."""
+        """0: every rollout reached a verdict; 1: a bad experiment, an infra_error, a stop;
+        128 plus the signal's number when a signal interrupted it."""
+        if self.interrupted:
+            return 128 + (self.signal or 2)
         return 0 if self.ok else 1
 
     def exit_reason(self) -> str:
@@ -83,8 +92,8 @@ class RunSummary:
         if self.not_started:
             parts.append(f"{len(self.not_started)} rollout(s) not started")
         if self.interrupted:
-            parts.append("interrupted")
-        return "exit 1: " + ", ".join(parts) + " (--resume runs what is left)"
+            parts.append(f"interrupted by {signal_name(self.signal or 2)}")
+        return f"exit {self.exit_code}: " + ", ".join(parts) + " (--resume runs what is left)"
 
 
 def _read_result(path: Path) -> RolloutResult | None:
@@ -159,6 +168,8 @@ def run_experiments(
     t0 = time.monotonic()
     if not config.owner:
         config = replace(config, owner=docker_ops.default_owner())
+    if config.driver is None:
+        config = replace(config, driver=leftovers.Driver.this_process())
     experiments, problems = discover_experiments(
         config.experiments_dir, list(config.experiments) or None, config.skills_dir
     )
@@ -190,6 +201,8 @@ def run_experiments(
         summary.wall_s = time.monotonic() - t0
         return summary
 
+    if config.ray_address is None:
+        _sweep(config, emit)
     server = LlmServer(
         config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
     )
@@ -206,10 +219,17 @@ def run_experiments(
     emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
     guard = FailFast(config.wait_for_llm_s)
 
-    def collect(fut: Future[RolloutResult]) -> None:
-        result = fut.result()
+    def collect(fut: Future[RolloutResult]) -> RolloutResult | None:
+        try:
+            result = fut.result()
+        except LogDirError as exc:  # no result.json: --resume runs it again
+            _stop(str(exc), queue, summary, executor, emit)
+            return None
         summary.results.append(result)
         emit(RunEvent("finished", name=result.rollout_id, result=result))
+        if result.stop_condition in RUN_STOPS:
+            _stop(result.error or str(result.stop_condition), queue, summary, executor, emit)
+        return result
 
     pending: set[Future[RolloutResult]] = set()
     queue = list(todo)
@@ -222,11 +242,14 @@ def run_experiments(
                 break
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
-                collect(fut)
-                guard.observe(summary.results[-1])
-    except KeyboardInterrupt:
-        executor.cancel()
+                got = collect(fut)
+                if got is not None:
+                    guard.observe(got)
+    except KeyboardInterrupt as exc:
+        executor.cancel(f"interrupted by {signal_name(stop_signal(exc))}")
         summary.interrupted = True
+        summary.signal = stop_signal(exc)
+        emit(RunEvent("stopping", message=_stopping(summary, len(pending))))
         for fut in pending:
             try:
                 collect(fut)
@@ -234,8 +257,55 @@ def run_experiments(
                 break
     finally:
         executor.close()
+    if config.ray_address is None:
+        summary.left = leftovers.left_by_run(config.run_id)
+        if summary.left != []:
+            emit(RunEvent("left", message=leftovers.describe(summary.left, config.run_id)))
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+#: stop conditions of a rollout that end the whole run: the next ones would end the same way
+RUN_STOPS = frozenset({docker_ops.ENGINE_STOP, LOG_DIR_STOP})
+
+
+def _stopping(summary: RunSummary, running: int) -> str:
+    return (
+        f"{signal_name(summary.signal or 2)}: stopping {running} running rollout(s) and "
+        "removing the run's containers and networks (a second signal leaves them to "
+        f"`contagent gc --run-id {summary.run_id}`)"
+    )
+
+
+def _sweep(config: RunConfig, emit: Callable[[RunEvent], None]) -> None:
+    """Remove what runs of this owner whose driver died on this host left behind."""
+    assert config.driver is not None
+    try:
+        client = docker_ops.connect()
+    except ContagentError:
+        return  # the executor says so in its own words
+    try:
+        for line in leftovers.sweep(client, config.owner, config.driver).lines:
+            emit(RunEvent("leftovers", message=line))
+    finally:
+        client.close()
+
+
+def _stop(
+    reason: str,
+    queue: list[RolloutPlan],
+    summary: RunSummary,
+    executor: RolloutExecutor,
+    emit: Callable[[RunEvent], None],
+) -> None:
+    """Stop the run: queued rollouts are not started, running ones end as infra_error."""
+    if summary.stopped is not None:
+        return
+    summary.stopped = reason
+    summary.not_started = [plan.name for plan in queue]
+    queue.clear()
+    executor.cancel(f"run stopped: {reason}")
+    emit(RunEvent("stopped", message=reason))
 
 
 def _hold_back(
@@ -256,8 +326,4 @@ def _hold_back(
     if reason is None:
         emit(RunEvent("ready", message="LLM server back; rollouts go on"))
         return
-    summary.stopped = reason
-    summary.not_started = [plan.name for plan in queue]
-    queue.clear()
-    executor.cancel(f"run stopped: {reason}")  # running rollouts end as infra_error with it
-    emit(RunEvent("stopped", message=reason))
+    _stop(reason, queue, summary, executor, emit)
