@@ -48,14 +48,26 @@ def stop_signal(exc: BaseException) -> int:
     return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
 
 
-def _detach_terminal() -> None:
+def _terminals() -> list[int]:
+    """Which of stdin, stdout and stderr are a terminal (asked before it can hang up: a
+    hung-up terminal no longer says it is one)."""
+    found = []
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+
+
+def _detach(fds: list[int]) -> None:
     """After SIGHUP writes to the terminal fail (EIO); send them nowhere instead."""
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        for fd in (0, 1, 2):
+        for fd in fds:
             try:
-                if os.isatty(fd):
-                    os.dup2(devnull, fd)
+                os.dup2(devnull, fd)
             except OSError:
                 pass
     finally:
@@ -79,6 +91,7 @@ def stop_on_signals(
 ) -> Iterator[None]:
     """Within the block, the first signal raises :class:`Stopped`; a second one writes
     :func:`abandon_line` to stderr (and to ``say``) and exits 128 plus its number.
+    Signals ignored on entry (``nohup``) stay ignored.
 
     Only in the main thread (Python delivers signals there); elsewhere a no-op.
     """
@@ -86,10 +99,11 @@ def stop_on_signals(
         yield
         return
     first: list[int] = []
+    terminals = _terminals()
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGHUP:
-            _detach_terminal()
+            _detach(terminals)
         if not first:
             first.append(signum)
             raise Stopped(signum)
@@ -102,7 +116,9 @@ def stop_on_signals(
             say(line)
         exit_now(128 + signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in HANDLED}
+    # a signal ignored when the run started stays ignored (`nohup` ignores SIGHUP)
+    wanted = [sig for sig in HANDLED if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, handler) for sig in wanted}
     try:
         yield
     finally:

@@ -319,10 +319,13 @@ def test_ctrl_c_removes_everything(tmp_path: Path, stub_factory: StubFactory, ru
 
 def test_gc_removes_only_this_owners_leftovers(docker_client: Any, run_id: str, owner: str) -> None:
     from contagent.runner import docker_ops
+    from contagent.runner.leftovers import LABEL_HOST, LABEL_PID, LABEL_STARTED
     from tests.e2e.helpers import BASE_IMAGE
 
-    mine = {docker_ops.LABEL_RUN: run_id, docker_ops.LABEL_OWNER: owner}
-    theirs = {docker_ops.LABEL_RUN: run_id, docker_ops.LABEL_OWNER: owner + "-someone-else"}
+    # made by a driver on this host that is gone (no process has that start time)
+    dead = {LABEL_HOST: __import__("socket").gethostname(), LABEL_PID: "1", LABEL_STARTED: "1.00"}
+    mine = {docker_ops.LABEL_RUN: run_id, docker_ops.LABEL_OWNER: owner, **dead}
+    theirs = {**mine, docker_ops.LABEL_OWNER: owner + "-someone-else"}
     for labels, tag in ((mine, "mine"), (theirs, "theirs")):
         net = docker_client.networks.create(f"{run_id}-{tag}", internal=True, labels=labels)
         docker_client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, labels=labels,
