@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -201,6 +202,9 @@ class RayExecutor:
         self._config, self._paths, self._on_started = config, paths, on_started
         self._owns_connection = not ray.is_initialized()
         if self._owns_connection:
+            # ray.init makes SIGTERM a bare sys.exit in the driver; the run's own handling
+            # (cancel the tasks, let every node clean up) must stay
+            on_term = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(
                     address=config.ray_address, log_to_driver=False, logging_level=logging.WARNING
@@ -209,6 +213,9 @@ class RayExecutor:
                 raise ContagentError(
                     f"cannot join the Ray cluster at {config.ray_address}: {_task_failure(exc)}"
                 ) from None
+            finally:
+                if threading.current_thread() is threading.main_thread() and on_term is not None:
+                    signal.signal(signal.SIGTERM, on_term)
         try:
             self._check_nodes()
         except BaseException:

@@ -157,9 +157,10 @@ def _wait_for_runners(docker_client: Any, run_id: str, count: int, timeout: floa
     raise AssertionError(f"{count} runner containers of {run_id} did not start")
 
 
-def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_cancels_the_tasks_and_the_nodes_clean_up(
     tmp_path: Path, cluster: LocalRayCluster, stub_factory: StubFactory, run_id: str, owner: str,
-    docker_client: Any, scratch_cleanup: None,
+    docker_client: Any, scratch_cleanup: None, signum: int, code: int,
 ) -> None:  # fmt: skip
     stub = stub_factory(lambda req: Reply(content="thinking", delay=120))
     args = [sys.executable, "-m", "contagent", "run", "--served-model-name", "stub-model",
@@ -174,11 +175,11 @@ def test_ctrl_c_cancels_the_tasks_and_the_nodes_clean_up(
         _wait_for_runners(docker_client, run_id, 2)
         while len(chat_requests(stub)) < 2:  # both agents are waiting on the model
             time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 130, out + err
+    assert proc.returncode == code, out + err
     assert "interrupted" in err
     # Every node removed the run's containers and networks (the run_id fixture checks too).
     assert docker_ops.leftovers(docker_client, {docker_ops.LABEL_RUN: run_id}) == [], err
