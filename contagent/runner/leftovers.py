@@ -23,6 +23,7 @@ from contagent.runner import docker_ops
 LABEL_HOST = "contagent.host"
 LABEL_PID = "contagent.pid"
 LABEL_STARTED = "contagent.pid-started"
+UNKNOWN = "unknown"
 
 
 def _start_time(pid: int) -> str | None:
@@ -43,7 +44,7 @@ class Driver:
     @classmethod
     def this_process(cls) -> Driver:
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, _start_time(pid) or "unknown")
+        return cls(socket.gethostname(), pid, _start_time(pid) or UNKNOWN)
 
     @classmethod
     def from_labels(cls, labels: dict[str, str]) -> Driver | None:
@@ -56,8 +57,9 @@ class Driver:
         return {LABEL_HOST: self.host, LABEL_PID: str(self.pid), LABEL_STARTED: self.started}
 
     def alive(self) -> bool:
-        """Whether this driver still runs (only meaningful on its own host)."""
-        return _start_time(self.pid) == self.started
+        """Whether this driver still runs (only meaningful on its own host); a driver whose
+        start time could not be read counts as alive: it is never removed unasked."""
+        return self.started == UNKNOWN or _start_time(self.pid) == self.started
 
 
 @dataclass

@@ -80,4 +80,5 @@ def test_a_driver_is_alive_only_with_its_process_id_and_start_time() -> None:
     assert leftovers.Driver.from_labels(me.labels()) == me
     reused = leftovers.Driver(me.host, me.pid, "1.00")  # the same id, another process
     assert not reused.alive()
+    assert leftovers.Driver(me.host, 1, leftovers.UNKNOWN).alive()  # cannot tell: spared
     assert leftovers.Driver.from_labels({leftovers.LABEL_HOST: "h"}) is None
