@@ -361,7 +361,7 @@ def register(app: typer.Typer) -> None:
             upstream_base,
         )
         from contagent.runner.run import run_experiments
-        from contagent.runner.signals import stop_on_signals
+        from contagent.runner.signals import signal_name, stop_on_signals, stop_signal
 
         compat = (
             network,
@@ -424,7 +424,9 @@ def register(app: typer.Typer) -> None:
                     journal.line(f"contagent: error: {exc}")
                     raise
                 except KeyboardInterrupt as exc:
-                    journal.line(f"contagent: error: interrupted by {exc}")
+                    journal.line(
+                        f"contagent: error: interrupted by {signal_name(stop_signal(exc))}"
+                    )
                     raise
 
         summary = run_guarded(run)

@@ -46,9 +46,11 @@ class RunLog:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
         self._write(f"{stamp} {text}\n")
 
-    def render(self, renderable: Any) -> None:
+    def render(self, *renderables: Any) -> None:
         buf = io.StringIO()
-        Console(file=buf, width=160, color_system=None, force_terminal=False).print(renderable)
+        Console(file=buf, width=160, color_system=None, force_terminal=False).print(
+            *renderables, soft_wrap=True
+        )
         self._write(buf.getvalue())
 
     def close(self) -> None:

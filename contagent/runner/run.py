@@ -218,6 +218,8 @@ def run_experiments(
         raise
     emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
     guard = FailFast(config.wait_for_llm_s)
+    # the next rollouts would end the same way; on Ray an engine is one node's, not the run's
+    run_stops = {LOG_DIR_STOP} | ({docker_ops.ENGINE_STOP} if config.ray_address is None else set())
 
     def collect(fut: Future[RolloutResult]) -> RolloutResult | None:
         try:
@@ -227,7 +229,7 @@ def run_experiments(
             return None
         summary.results.append(result)
         emit(RunEvent("finished", name=result.rollout_id, result=result))
-        if result.stop_condition in RUN_STOPS:
+        if result.stop_condition in run_stops:
             _stop(result.error or str(result.stop_condition), queue, summary, executor, emit)
         return result
 
@@ -263,10 +265,6 @@ def run_experiments(
             emit(RunEvent("left", message=leftovers.describe(summary.left, config.run_id)))
     summary.wall_s = time.monotonic() - t0
     return summary
-
-
-#: stop conditions of a rollout that end the whole run: the next ones would end the same way
-RUN_STOPS = frozenset({docker_ops.ENGINE_STOP, LOG_DIR_STOP})
 
 
 def _stopping(summary: RunSummary, running: int) -> str:
