@@ -17,6 +17,7 @@ from rich.text import Text
 
 from contagent.agents import AGENTS, DEFAULT_AGENT
 from contagent.cli._common import console, fail, run_guarded
+from contagent.cli.run_log import exit_line, open_journal
 from contagent.errors import ContagentError
 
 COMPAT_PANEL = "Compatibility options (accepted, not needed)"
@@ -160,41 +161,6 @@ def _summary_table(summary: Any) -> Table:
     for p in summary.problems:
         table.add_row(p.name, Text("skipped", style="yellow"), "", "", "", "", "", p.message[:120])
     return table
-
-
-def _open_journal(config: Any) -> Any:
-    import os
-    import socket
-
-    from contagent.cli.run_log import RunLog
-    from contagent.layout import RunPaths
-
-    journal = RunLog(RunPaths(config.log_dir).run_log(config.run_id))
-    journal.line(
-        f"run {config.run_id} started: pid {os.getpid()} on {socket.gethostname()}, "
-        f"log dir {config.log_dir}"
-    )
-    return journal
-
-
-def _exit_line(summary: Any) -> str | None:
-    """The one line the run ends with on stderr, or None for a plain exit."""
-    if summary.interrupted:
-        from contagent.runner.leftovers import describe
-        from contagent.runner.signals import signal_name
-
-        cleaned = (
-            "the run's containers and networks were removed"
-            if summary.left == []
-            else describe(summary.left, summary.run_id)
-        )
-        return (
-            f"interrupted by {signal_name(summary.signal or 2)}; {cleaned} "
-            "(--resume runs what is left)"
-        )
-    if summary.stopped is not None:
-        return f"run stopped: {summary.stopped}"
-    return None
 
 
 def _extra_body(value: str | None) -> dict[str, Any]:
@@ -412,7 +378,7 @@ def register(app: typer.Typer) -> None:
             )
 
         config = run_guarded(build_config)
-        journal = _open_journal(config)
+        journal = open_journal(config)
         progress = _Progress(journal)
 
         def run() -> Any:
@@ -448,7 +414,7 @@ def register(app: typer.Typer) -> None:
                 f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"
             )
         )
-        end = _exit_line(summary)
+        end = exit_line(summary)
         if end is not None:
             journal.line(f"contagent: error: {end}")
             fail(end, summary.exit_code)

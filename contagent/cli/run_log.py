@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+
+from contagent.layout import RunPaths
 
 
 class RunLog:
@@ -57,3 +60,33 @@ class RunLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def open_journal(config: Any) -> RunLog:
+    """The run log of ``config``'s run, its first line written."""
+    journal = RunLog(RunPaths(config.log_dir).run_log(config.run_id))
+    journal.line(
+        f"run {config.run_id} started: pid {os.getpid()} on {socket.gethostname()}, "
+        f"log dir {config.log_dir}"
+    )
+    return journal
+
+
+def exit_line(summary: Any) -> str | None:
+    """The one line the run ends with on stderr, or None for a plain exit."""
+    if summary.interrupted:
+        from contagent.runner.leftovers import describe
+        from contagent.runner.signals import signal_name
+
+        cleaned = (
+            "the run's containers and networks were removed"
+            if summary.left == []
+            else describe(summary.left, summary.run_id)
+        )
+        return (
+            f"interrupted by {signal_name(summary.signal or 2)}; {cleaned} "
+            "(--resume runs what is left)"
+        )
+    if summary.stopped is not None:
+        return f"run stopped: {summary.stopped}"
+    return None
