@@ -69,6 +69,13 @@ def _proxy(
     idle_timeout: Annotated[
         float | None, typer.Option(help="Seconds an idle client connection is kept open." + _LIMIT)
     ] = None,
+    tokens: Annotated[
+        str,
+        typer.Option(
+            help="Record token ids and logprobs of chat completions: auto (when the upstream "
+            "is vLLM), on (an error unless it is), off. See docs/tokens.md."
+        ),
+    ] = "auto",
 ) -> None:
     """Forward /r/<rollout_id>/v1/... to UPSTREAM/v1/... and record every exchange.
 
@@ -98,6 +105,12 @@ def _proxy(
             raise ContagentError(str(exc).replace("limit ", "--").replace("_", "-")) from None
         if record_dir.exists() and not record_dir.is_dir():
             raise ContagentError(f"{record_dir}: not a directory")
+        from contagent.proxy.identify import plan_tokens
+        from contagent.proxy.upstream import tls_context
+
+        tls = tls_context(upstream_ca) if upstream_ca and upstream.startswith("https://") else None
+        plan = plan_tokens(tokens, upstream, key, tls)
+        sys.stdout.write(plan.line + "\n")
 
         def ready(url: str) -> None:
             sys.stdout.write(f"contagent proxy listening on {url} (record dir {record_dir})\n")
@@ -113,6 +126,8 @@ def _proxy(
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
             limits=limits,
+            tokens=plan.record,
+            server=plan.server,
             on_ready=ready,
         )
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
+from contagent.proxy.identify import TOKENS_MODES
 from contagent.proxy.upstream import tls_context
 
 #: Rollout statuses that ``--resume`` treats as finished (an infra error is retried).
@@ -86,6 +87,8 @@ class RunConfig:
     rollout_cpus: float = 1.0  # CPUs each rollout's Ray task asks for
     #: the agents every experiment runs with (``--agent``, repeatable)
     agents: tuple[str, ...] = (DEFAULT_AGENT,)
+    #: record token data: auto (when the server is vLLM), on, off (``--tokens``)
+    tokens: str = "auto"
 
     def image_for(self, agent: str) -> str:
         """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""
@@ -106,6 +109,8 @@ class RunConfig:
             raise ContagentError("--timeout must be positive")
         if self.max_iterations < 1:
             raise ContagentError("--max-iterations must be 1 or more")
+        if self.tokens not in TOKENS_MODES:
+            raise ContagentError(f"--tokens {self.tokens!r}: use one of {', '.join(TOKENS_MODES)}")
         if not self.agents:
             raise ContagentError("--agent: at least one agent is needed")
         if len(set(self.agents)) != len(self.agents):

@@ -26,6 +26,7 @@ import aiohttp
 import orjson
 
 from contagent.errors import ContagentError
+from contagent.proxy.identify import TokenPlan, plan_tokens
 from contagent.proxy.upstream import tls_context
 
 MODELS_PATH = "/v1/models"
@@ -90,6 +91,10 @@ class LlmServer:
         self._tls: ssl.SSLContext | None = (
             tls_context(ca) if self.url.startswith("https://") else None
         )
+
+    def token_plan(self, mode: str) -> TokenPlan:
+        """``--tokens`` resolved against this server (raises for ``on`` when it is not vLLM)."""
+        return plan_tokens(mode, self.url.removesuffix(MODELS_PATH), self._api_key, self._tls)
 
     @property
     def tried(self) -> str:

@@ -204,6 +204,12 @@ def run_experiments(
         executor.close()
         raise
     emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
+    try:
+        tokens = server.token_plan(config.tokens)
+    except BaseException:
+        executor.close()
+        raise
+    emit(RunEvent("ready", message=tokens.line))
     guard = FailFast(config.wait_for_llm_s)
 
     def collect(fut: Future[RolloutResult]) -> None:
@@ -212,7 +218,7 @@ def run_experiments(
         emit(RunEvent("finished", name=result.rollout_id, result=result))
 
     pending: set[Future[RolloutResult]] = set()
-    queue = list(todo)
+    queue = [replace(plan, tokens=tokens.record, server=tokens.server) for plan in todo]
     try:
         while queue or pending:
             _hold_back(guard, wait_for_server, executor, queue, summary, emit)

@@ -136,11 +136,9 @@ def main(out: Path) -> None:
     model = build_model(len(vocab), eos, pad)
     model.generation_config.eos_token_id = eos  # type: ignore[attr-defined]
     model.save_pretrained(out)  # type: ignore[attr-defined]
-    whitespace = sorted(i for t, i in vocab.items() if tok.decode([i]).strip() == "")  # type: ignore[attr-defined]
     meta = {
         "eos_token_id": eos,
         "vocab_size": len(vocab),
-        "whitespace_ids": [i for i in whitespace if i not in (eos, pad)],
         "ids": {t: vocab[t] for t in SPECIAL + ADDED},
     }
     (out / "contagent-meta.json").write_text(json.dumps(meta, indent=1) + "\n")
