@@ -105,12 +105,10 @@ def _proxy(
             raise ContagentError(str(exc).replace("limit ", "--").replace("_", "-")) from None
         if record_dir.exists() and not record_dir.is_dir():
             raise ContagentError(f"{record_dir}: not a directory")
-        from contagent.proxy.identify import plan_tokens
-        from contagent.proxy.upstream import tls_context
 
-        tls = tls_context(upstream_ca) if upstream_ca and upstream.startswith("https://") else None
-        plan = plan_tokens(tokens, upstream, key, tls)
-        sys.stdout.write(plan.line + "\n")
+        def said(line: str) -> None:  # stdout's first line stays the listening URL
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
 
         def ready(url: str) -> None:
             sys.stdout.write(f"contagent proxy listening on {url} (record dir {record_dir})\n")
@@ -126,8 +124,8 @@ def _proxy(
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
             limits=limits,
-            tokens=plan.record,
-            server=plan.server,
+            tokens_mode=tokens,
+            on_tokens=said,
             on_ready=ready,
         )
 

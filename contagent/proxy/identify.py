@@ -55,23 +55,17 @@ async def _get(
 
 
 async def _identify(
-    base: str, api_key: str | None, tls: ssl.SSLContext | None
+    base: str, sent: dict[str, str], tls: ssl.SSLContext | None, owners: set[str] | None
 ) -> tuple[dict[str, Any] | None, str]:
-    headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    headers = {"Accept": "application/json", **sent}
     timeout = aiohttp.ClientTimeout(total=IDENTIFY_TIMEOUT_S)
     ssl_arg: Any = tls if tls is not None else True
     async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
-        status, models = await _get(session, base + "/v1/models", headers, ssl_arg)
-        if status != 200 or not isinstance(models, dict):
-            return None, f"GET /v1/models answered {status}, not a model list"
-        items = models.get("data")
-        owners = (
-            {m.get("owned_by") for m in items if isinstance(m, dict)}
-            if isinstance(items, list)
-            else set()
-        )
+        if owners is None:
+            status, models = await _get(session, base + "/v1/models", headers, ssl_arg)
+            if status != 200 or not isinstance(models, dict):
+                return None, f"GET /v1/models answered {status}, not a model list"
+            owners = model_owners(models)
         if "vllm" not in owners:
             named = ", ".join(sorted(str(o) for o in owners)) or "nobody"
             return None, f"its models are owned by {named}, not vllm"
@@ -85,14 +79,31 @@ async def _identify(
         return {"name": "vllm", "version": version["version"]}, f"vLLM {version['version']}"
 
 
+def model_owners(listing: Any) -> set[str]:
+    """The ``owned_by`` values of an OpenAI model list."""
+    items = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(items, list):
+        return set()
+    return {str(m.get("owned_by")) for m in items if isinstance(m, dict)}
+
+
 def identify_server(
-    upstream: str, api_key: str | None = None, tls: ssl.SSLContext | None = None
+    upstream: str,
+    api_key: str | None = None,
+    tls: ssl.SSLContext | None = None,
+    owners: set[str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """``({"name": "vllm", "version": ...}, words)`` for a vLLM upstream, else ``(None, why
-    not)``; never raises for what the upstream does (a fresh event loop, this thread)."""
+    not)``; never raises for what the upstream does (a fresh event loop, this thread).
+    ``owners``: the model list's owners when the caller has just read it; ``headers``: the
+    credential header to send (else ``api_key`` as a Bearer token)."""
+    sent = dict(headers) if headers is not None else {}
+    if headers is None and api_key:
+        sent["Authorization"] = f"Bearer {api_key}"
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(_identify(_base(upstream), api_key, tls))
+        return loop.run_until_complete(_identify(_base(upstream), sent, tls, owners))
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
         return None, f"no answer ({type(exc).__name__}: {exc})".splitlines()[0][:200]
     finally:
@@ -100,13 +111,18 @@ def identify_server(
 
 
 def plan_tokens(
-    mode: str, upstream: str, api_key: str | None = None, tls: ssl.SSLContext | None = None
+    mode: str,
+    upstream: str,
+    api_key: str | None = None,
+    tls: ssl.SSLContext | None = None,
+    owners: set[str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> TokenPlan:
     """Resolve ``--tokens``; raises :class:`ContagentError` for ``on`` with an upstream that
     is not vLLM, or an unknown mode."""
     if mode not in TOKENS_MODES:
         raise ContagentError(f"--tokens {mode!r}: use one of {', '.join(TOKENS_MODES)}")
-    server, words = identify_server(upstream, api_key, tls)
+    server, words = identify_server(upstream, api_key, tls, owners, headers)
     if mode == "off":
         return TokenPlan(False, server, "tokens: not recorded (--tokens off)")
     if server is None:

@@ -36,6 +36,7 @@ from contagent.proxy.http1 import (
     redact_query,
     upstream_request_head,
 )
+from contagent.proxy.identify import TokenPlan, plan_tokens
 from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.tokens import TOKEN_ROUTE, TokenAsk, ask_for_tokens
@@ -173,6 +174,17 @@ class RecordingProxy:
         self._drained: asyncio.Event | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self.stopping = False
+
+    def plan_tokens(self, mode: str) -> TokenPlan:
+        """Resolve ``--tokens`` against the upstream and apply it (raises for ``on`` when
+        the upstream is not vLLM); the server found is recorded whichever the mode."""
+        name, _, value = self._auth.decode("latin-1").rstrip("\r\n").partition(": ")
+        plan = plan_tokens(
+            mode, self.upstream, None, self._tls, headers={name: value} if name else {}
+        )
+        self.tokens = plan.record
+        self.server = plan.server
+        return plan
 
     @property
     def url(self) -> str:

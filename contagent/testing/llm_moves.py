@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from contagent.testing import stub_tokens
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -117,16 +119,27 @@ class StubRequest:
 Script = Sequence[Move] | Callable[[StubRequest], Move] | Fast
 
 
-def _usage(req: StubRequest, reply: Reply) -> dict[str, int]:
+def _usage(
+    req: StubRequest,
+    reply: Reply,
+    prompt: list[int] | None = None,
+    sampled: list[int] | None = None,
+) -> dict[str, int]:
     if reply.usage is not None:
         return dict(reply.usage)
+    if prompt and sampled is not None:  # token ids asked for: the counts are theirs, as vLLM's
+        return {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(sampled),
+            "total_tokens": len(prompt) + len(sampled),
+        }
     out_chars = len(reply.content or "") + len(reply.reasoning_content or "")
     out_chars += sum(len(t.name) + len(t.arguments_json) for t in reply.tool_calls)
-    prompt, completion = max(1, len(req.body) // 4), max(1, out_chars // 4)
+    n_prompt, n_completion = max(1, len(req.body) // 4), max(1, out_chars // 4)
     return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "prompt_tokens": n_prompt,
+        "completion_tokens": n_completion,
+        "total_tokens": n_prompt + n_completion,
     }
 
 
@@ -137,7 +150,24 @@ def _split(text: str, n: int) -> list[str]:
     return [text[i : i + step] for i in range(0, len(text), step)]
 
 
+def _pieces(reply: Reply) -> list[tuple[str, str]]:
+    calls = [(t.name, t.arguments_json) for t in reply.tool_calls]
+    return stub_tokens.assistant_pieces(reply.reasoning_content, reply.content, calls)
+
+
+def _sampled(reply: Reply) -> list[int]:
+    """The reply's token ids as vLLM reports them: ``<|im_end|>`` closes all but a cut turn."""
+    ids = stub_tokens.encode("".join(t for _, t in _pieces(reply)))
+    return ids if _finish(reply) == "length" else [*ids, stub_tokens.EOS]
+
+
 def completion_json(req: StubRequest, reply: Reply, cid: str) -> dict[str, Any]:
+    """A chat completion; with token ids and logprobs where the request asked for them,
+    in vLLM's shape (``prompt_token_ids``, ``choices[].token_ids``, ``choices[].logprobs``;
+    null when not asked)."""
+    want_ids, want_lps = stub_tokens.asked(req.json)
+    prompt = stub_tokens.prompt_ids(req.json) if want_ids or want_lps else []
+    sampled = _sampled(reply) if want_ids or want_lps else []
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning_content is not None:
         message["reasoning_content"] = reply.reasoning_content
@@ -147,11 +177,16 @@ def completion_json(req: StubRequest, reply: Reply, cid: str) -> dict[str, Any]:
              "function": {"name": t.name, "arguments": t.arguments_json}}
             for i, t in enumerate(reply.tool_calls)
         ]  # fmt: skip
+    choice = {
+        "index": 0, "message": message,
+        "logprobs": stub_tokens.logprob_entries(sampled, len(prompt)) if want_lps else None,
+        "finish_reason": _finish(reply), "token_ids": sampled if want_ids else None,
+    }  # fmt: skip
     return {
         "id": cid, "object": "chat.completion", "created": int(time.time()),
-        "model": reply.model or _model(req),
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
-        "usage": _usage(req, reply),
+        "model": reply.model or _model(req), "choices": [choice],
+        "usage": _usage(req, reply, prompt, sampled),
+        "prompt_token_ids": prompt if want_ids else None,
     }  # fmt: skip
 
 
@@ -166,36 +201,63 @@ def _finish(reply: Reply) -> str | None:
 
 
 def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
-    """The chunk events of ``reply`` as a vLLM-style chat stream, ``[DONE]`` included."""
+    """The chunk events of ``reply`` as a vLLM chat stream, ``[DONE]`` included.
+
+    Token data as vLLM streams it when asked: ``prompt_token_ids`` in the first chunk
+    only, each later chunk's own ``token_ids`` and logprob entries, including chunks
+    whose ``delta`` is empty (tokens the parsers swallow, and ``<|im_end|>``); the
+    usage chunk has ``choices: []``. Not asked: the same keys, null.
+    """
     head = {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": reply.model or _model(req),
     }
+    want_ids, want_lps = stub_tokens.asked(req.json)
+    prompt = stub_tokens.prompt_ids(req.json) if want_ids or want_lps else []
+    position = len(prompt)
+    sampled: list[int] = []
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return orjson.dumps(
-            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        ).decode()
+    def chunk(delta: dict[str, Any], text: str = "", finish: str | None = None) -> str:
+        nonlocal position
+        ids = stub_tokens.encode(text) if text else []
+        if finish in ("stop", "tool_calls"):
+            ids.append(stub_tokens.EOS)
+        sampled.extend(ids)
+        lps = stub_tokens.logprob_entries(ids, position) if want_lps else None
+        position += len(ids)
+        choice = {"index": 0, "delta": delta, "logprobs": lps, "finish_reason": finish,
+                  "token_ids": ids if want_ids else None}  # fmt: skip
+        return orjson.dumps({**head, "choices": [choice]}).decode()
 
-    out = [chunk({"role": "assistant", "content": ""})]
-    for part in (
-        _split(reply.reasoning_content or "", reply.chunks) if reply.reasoning_content else []
-    ):
-        out.append(chunk({"reasoning_content": part}))
-    for part in _split(reply.content, reply.chunks) if reply.content else []:
-        out.append(chunk({"content": part}))
-    for i, t in enumerate(reply.tool_calls):
-        first = {"index": i, "id": t.id or f"call_{cid}_{i}", "type": "function",
-                 "function": {"name": t.name, "arguments": ""}}  # fmt: skip
-        out.append(chunk({"tool_calls": [first]}))
-        for part in _split(t.arguments_json, reply.chunks):
-            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
-    out.append(chunk({}, _finish(reply)))
+    first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+             "finish_reason": None}  # fmt: skip
+    out = [orjson.dumps({**head, "choices": [first],
+                         "prompt_token_ids": prompt if want_ids else None}).decode()]  # fmt: skip
+    calls = -1
+    for kind, text in _pieces(reply):
+        if kind == "frame" and text.lstrip("\n").startswith("<tool_call>"):
+            calls += 1
+            t = reply.tool_calls[calls]
+            first_call = {"index": calls, "id": t.id or f"call_{cid}_{calls}", "type": "function",
+                          "function": {"name": t.name, "arguments": ""}}  # fmt: skip
+            out.append(chunk({"tool_calls": [first_call]}, text))
+        elif kind == "frame":
+            out.append(chunk({}, text))
+        else:
+            for part in _split(text, reply.chunks):
+                delta: dict[str, Any] = (
+                    {"tool_calls": [{"index": calls, "function": {"arguments": part}}]}
+                    if kind == "args"
+                    else {"reasoning_content" if kind == "reasoning" else "content": part}
+                )
+                out.append(chunk(delta, part))
+    out.append(chunk({}, "", _finish(reply)))
     opts = req.json.get("stream_options") if isinstance(req.json, dict) else None
     if isinstance(opts, dict) and opts.get("include_usage"):
-        out.append(orjson.dumps({**head, "choices": [], "usage": _usage(req, reply)}).decode())
+        usage = _usage(req, reply, prompt, sampled)
+        out.append(orjson.dumps({**head, "choices": [], "usage": usage}).decode())
     out.append("[DONE]")
     return out
 

@@ -27,6 +27,8 @@ from tests.vllm import server as vllm_server
 from tests.vllm.conversations import MODEL, SCENARIOS, Chat, Meta
 
 EXPERIMENT = "tokens"
+#: rollout ids are the scenario names with this prefix: unique beside data/rollouts' others
+PREFIX = "tokens_"
 
 
 def record(url: str, meta: Meta, out: Path, names: list[str]) -> list[Path]:
@@ -35,9 +37,10 @@ def record(url: str, meta: Meta, out: Path, names: list[str]) -> list[Path]:
     written = []
     with tempfile.TemporaryDirectory() as tmp:
         with start_proxy_in_thread(url, Path(tmp), tokens=True, server=plan.server) as proxy:
-            for name in names:
+            for scenario in names:
+                name = PREFIX + scenario
                 started = time.time()
-                passed = SCENARIOS[name](Chat(proxy.rollout_base_url(name), meta))
+                passed = SCENARIOS[scenario](Chat(proxy.rollout_base_url(name), meta))
                 ended = time.time()
                 result = RolloutResult(
                     rollout_id=name, experiment=EXPERIMENT, model=MODEL,
@@ -49,7 +52,7 @@ def record(url: str, meta: Meta, out: Path, names: list[str]) -> list[Path]:
                 )  # fmt: skip
                 paths = RolloutPaths.for_rollout(Path(tmp), name)
                 paths.result.write_text(result.model_dump_json(indent=2) + "\n")
-        for name in names:
+        for name in (PREFIX + n for n in names):
             src = RolloutPaths.for_rollout(Path(tmp), name).root
             dest = out / name
             shutil.rmtree(dest, ignore_errors=True)
