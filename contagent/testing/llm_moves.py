@@ -96,6 +96,8 @@ class Fast:
     content: str = "ok"
     stream_chunks: int = 500
     chunk_text: str = "tok "
+    #: prompt ids in the answers to requests that ask for token data (return_token_ids)
+    prompt_tokens: int = 2000
 
 
 Move = Reply | Error | Raw | Events | Reset
@@ -294,6 +296,44 @@ def fast_bodies(fast: Fast) -> tuple[bytes, list[bytes]]:
         "completion_tokens": fast.stream_chunks,
         "total_tokens": fast.stream_chunks + 10,
     }
+    events.append({**head, "choices": [], "usage": usage})
+    stream = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
+    stream.append(b"data: [DONE]\n\n")
+    return json_body, stream
+
+
+def fast_token_bodies(fast: Fast) -> tuple[bytes, list[bytes]]:
+    """:class:`Fast`'s JSON body and stream as vLLM sends them when asked for token data:
+    ``fast.prompt_tokens`` prompt ids, and an id and a logprob entry per sampled token."""
+    prompt = [16 + (i * 7) % 1900 for i in range(fast.prompt_tokens)]
+    n = fast.stream_chunks - 3
+    sampled = [16 + (i * 13) % 1900 for i in range(n)] + [stub_tokens.EOS]
+    text = fast.chunk_text
+    entries = [
+        {"token": text, "logprob": stub_tokens.logprob(t, i), "bytes": list(text.encode()),
+         "top_logprobs": []}
+        for i, t in enumerate(sampled)
+    ]  # fmt: skip
+    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(sampled),
+             "total_tokens": len(prompt) + len(sampled)}  # fmt: skip
+    message = {"role": "assistant", "content": text * n}
+    json_body = orjson.dumps({
+        "id": "fast", "object": "chat.completion", "created": 0, "model": "stub",
+        "choices": [{"index": 0, "message": message, "logprobs": {"content": entries},
+                     "finish_reason": "stop", "token_ids": sampled}],
+        "usage": usage, "prompt_token_ids": prompt,
+    })  # fmt: skip
+    head = {"id": "fast", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
+    first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+             "finish_reason": None}  # fmt: skip
+    events: list[dict[str, Any]] = [{**head, "choices": [first], "prompt_token_ids": prompt}]
+    for i, tok in enumerate(sampled):
+        last = i == len(sampled) - 1
+        events.append({**head, "choices": [{
+            "index": 0, "delta": {} if last else {"content": text},
+            "logprobs": {"content": [entries[i]]}, "finish_reason": "stop" if last else None,
+            "token_ids": [tok],
+        }]})  # fmt: skip
     events.append({**head, "choices": [], "usage": usage})
     stream = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
     stream.append(b"data: [DONE]\n\n")

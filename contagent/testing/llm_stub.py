@@ -46,6 +46,7 @@ from contagent.testing.llm_moves import (
     ToolCall,
     completion_json,
     fast_bodies,
+    fast_token_bodies,
     stream_payloads,
 )
 from contagent.testing.responses_moves import is_responses, response_events, response_json
@@ -98,6 +99,7 @@ class LLMStub:
         self._fast_json, self._fast_stream = (
             fast_bodies(script) if isinstance(script, Fast) else (b"", [])
         )
+        self._fast_tokens = fast_token_bodies(script) if isinstance(script, Fast) else (b"", [])
 
     @property
     def url(self) -> str:
@@ -252,11 +254,13 @@ class LLMStub:
         self.requests.append(
             StubRequest(next(self._counter), request.method, request.raw_path, {}, b"", None)
         )
+        tokens = b'"return_token_ids":true' in body  # how the proxy asks for them
+        json_body, stream = self._fast_tokens if tokens else (self._fast_json, self._fast_stream)
         if b'"stream":true' not in body and b'"stream": true' not in body:
-            return web.Response(body=self._fast_json, content_type="application/json")
+            return web.Response(body=json_body, content_type="application/json")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        for chunk in self._fast_stream:
+        for chunk in stream:
             await resp.write(chunk)
         await resp.write_eof()
         return resp

@@ -118,7 +118,7 @@ class Chat:
         bias: dict[str, float] = {str(self.meta.eos): end_bias}
         body: dict[str, Any] = {
             "model": MODEL,
-            "messages": messages,
+            "messages": list(messages),  # the history grows after this turn
             "tools": TOOLS,
             "max_tokens": max_tokens,
             "seed": self.seed + len(self.turns),
