@@ -57,9 +57,12 @@ class StreamState:
         return self._relayed(payloads)
 
     def _relayed(self, payloads: list[str]) -> bytes:
-        ask, collector = self.ask, self.collector
+        """The client's bytes for ``payloads``, which are also collected and assembled."""
+        ask, collector, asm = self.ask, self.collector, self.asm
         assert ask is not None and collector is not None
-        return b"".join([relay_event(p, ask, collector) for p in payloads])
+        out = b"".join([relay_event(p, ask, collector, asm) for p in payloads])
+        self.fed = len(self.events)
+        return out
 
     def _parse(self) -> None:
         if self.pending:
@@ -89,8 +92,11 @@ class StreamState:
             self._parse()
             last, tail = self.parser.close()
             self.events.extend(last)
-            self._parse()
-            self.closed = (self._relayed(last) if self.ask is not None else b"", tail)
+            if self.ask is not None:
+                self.closed = (self._relayed(last), tail)
+            else:
+                self._parse()
+                self.closed = (b"", tail)
         return self.closed
 
     def fields(self) -> tuple[dict[str, Any], str | None]:

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from contagent.proxy.sse import StreamAssembler
+
 #: (field, value) the proxy adds to a chat-completions body, in this order
 ADDITIONS: tuple[tuple[str, Any], ...] = (
     ("return_token_ids", True),
@@ -143,14 +145,19 @@ def _logprob(entry: Any) -> Any:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def relay_event(payload: str, ask: TokenAsk, collector: TokenCollector) -> bytes:
-    """One stream event as the client gets it, its token data collected first."""
+def relay_event(
+    payload: str, ask: TokenAsk, collector: TokenCollector, asm: StreamAssembler
+) -> bytes:
+    """One stream event as the client gets it, its token data collected and the event fed to
+    the stream's assembler first (parsed once for all three)."""
     if payload == "[DONE]":
         return b"data: [DONE]\n\n"
     try:
         event = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        event = None
+        asm.feed(payload)  # counted as malformed there
+        return b"data: " + payload.encode().replace(b"\n", b"\ndata: ") + b"\n\n"
+    asm.feed_event(event)
     if isinstance(event, dict):
         collector.feed(event)
         if ask.strip(event):

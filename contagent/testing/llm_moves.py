@@ -221,7 +221,7 @@ def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
     position = len(prompt)
     sampled: list[int] = []
 
-    def chunk(delta: dict[str, Any], text: str = "", finish: str | None = None) -> str:
+    def chunk(delta: dict[str, Any], text: str = "", finish: str | None = None) -> dict[str, Any]:
         nonlocal position
         ids = stub_tokens.encode(text) if text else []
         if finish in ("stop", "tool_calls"):
@@ -231,12 +231,13 @@ def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
         position += len(ids)
         choice = {"index": 0, "delta": delta, "logprobs": lps, "finish_reason": finish,
                   "token_ids": ids if want_ids else None}  # fmt: skip
-        return orjson.dumps({**head, "choices": [choice]}).decode()
+        return {**head, "choices": [choice]}
 
     first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
              "finish_reason": None}  # fmt: skip
-    out = [orjson.dumps({**head, "choices": [first],
-                         "prompt_token_ids": prompt if want_ids else None}).decode()]  # fmt: skip
+    out: list[dict[str, Any]] = [
+        {**head, "choices": [first], "prompt_token_ids": prompt if want_ids else None}
+    ]
     calls = -1
     for kind, text in _pieces(reply):
         if kind == "frame" and text.lstrip("\n").startswith("<tool_call>"):
@@ -255,13 +256,15 @@ def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
                     else {"reasoning_content" if kind == "reasoning" else "content": part}
                 )
                 out.append(chunk(delta, part))
-    out.append(chunk({}, "", _finish(reply)))
+    finish = _finish(reply)
+    if finish == "length" and len(out) > 1:  # a cut turn ends on its last token's chunk
+        out[-1]["choices"][0]["finish_reason"] = finish
+    else:  # else on the chunk of ``<|im_end|>``
+        out.append(chunk({}, "", finish))
     opts = req.json.get("stream_options") if isinstance(req.json, dict) else None
     if isinstance(opts, dict) and opts.get("include_usage"):
-        usage = _usage(req, reply, prompt, sampled)
-        out.append(orjson.dumps({**head, "choices": [], "usage": usage}).decode())
-    out.append("[DONE]")
-    return out
+        out.append({**head, "choices": [], "usage": _usage(req, reply, prompt, sampled)})
+    return [*(orjson.dumps(e).decode() for e in out), "[DONE]"]
 
 
 def fast_bodies(fast: Fast) -> tuple[bytes, list[bytes]]:

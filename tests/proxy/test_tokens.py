@@ -10,7 +10,7 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.proxy.identify import plan_tokens
-from contagent.proxy.sse import SSEParser
+from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.proxy.stream_state import StreamState
 from contagent.proxy.tokens import TokenAsk, TokenCollector, ask_for_tokens
 from contagent.testing import stub_tokens
@@ -188,14 +188,15 @@ def test_relay_is_the_same_however_the_bytes_are_cut(seed):
     wire = b"".join(b"data: " + p.encode() + b"\n\n" for p in stream_payloads(req, CALL, "x"))
     ask = TokenAsk(("return_token_ids", "logprobs"))
 
-    def relay(cuts: list[int]) -> tuple[bytes, dict | None, list[str]]:
+    def relay(cuts: list[int]) -> tuple[bytes, dict | None, list[str], dict | None]:
         state = StreamState(ask)
         out, last = [], 0
         for cut in [*cuts, len(wire)]:
             out.append(state.relay(wire[last:cut]))
             last = cut
         out.append(state.close()[0])
-        return b"".join(out), state.fields()[0]["tokens"], state.events
+        fields = state.fields()[0]
+        return b"".join(out), fields["tokens"], state.events, fields["response"]
 
     whole = relay([])
     rng = random.Random(seed)
@@ -203,6 +204,9 @@ def test_relay_is_the_same_however_the_bytes_are_cut(seed):
     assert relay(cuts) == whole
     assert b'token_ids":[' not in whole[0] and b'prompt_token_ids":[' not in whole[0]
     assert whole[1]["choices"][0]["token_ids"][-1] == stub_tokens.EOS
+    asm = StreamAssembler()  # the record's completion, as without token capture
+    asm.feed_many(whole[2])
+    assert whole[3] == asm.result() and whole[3]["choices"][0]["message"]["tool_calls"]
 
 
 def test_tokens_mode_follows_the_upstream(stub_factory):
