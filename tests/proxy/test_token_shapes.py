@@ -19,7 +19,7 @@ from contagent.testing.llm_stub import (
     completion_json,
     stream_payloads,
 )
-from tests.conftest import REPO, read_rows
+from tests.helpers import REPO, read_rows
 
 RECORDED = REPO / "data" / "rollouts" / "tokens"
 ENTRY_KEYS = ["token", "logprob", "bytes", "top_logprobs"]

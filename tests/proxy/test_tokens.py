@@ -21,7 +21,7 @@ from contagent.testing.llm_stub import (
     completion_json,
     stream_payloads,
 )
-from tests.proxy.conftest import exchanges
+from tests.proxy.helpers import exchanges
 
 MSGS = [{"role": "user", "content": "hi"}]
 ADDED = ["return_token_ids", "logprobs", "top_logprobs"]
