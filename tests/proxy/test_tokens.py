@@ -228,3 +228,34 @@ def test_tokens_mode_follows_the_upstream(stub_factory):
         other.stop()
     with pytest.raises(ContagentError, match="use one of auto, on, off"):
         plan_tokens("maybe", vllm.url)
+
+
+def test_the_proxy_command_says_whether_tokens_are_recorded(stub_factory, tmp_path):
+    import subprocess
+    import sys
+
+    from contagent.testing.llm_stub import start_stub_in_thread
+
+    vllm = stub_factory([])
+    cmd = [sys.executable, "-m", "contagent", "proxy", "--record-dir", str(tmp_path)]
+    proc = subprocess.Popen([*cmd, "--upstream", vllm.url], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith("contagent proxy listening on ")
+        lines = [proc.stderr.readline().strip() for _ in range(1)]
+        assert lines == ["tokens: recorded (the upstream is vLLM 0.32.0)"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    other = start_stub_in_thread([], owned_by="openai")
+    try:
+        done = subprocess.run([*cmd, "--upstream", other.url, "--tokens", "on"],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    finally:
+        other.stop()
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "contagent: error: --tokens on: the upstream is not vLLM: "
+        "its models are owned by openai, not vllm"
+    ]
