@@ -17,6 +17,12 @@ interleaved so that machine noise hits all of them alike. Workloads:
 * non-streaming chat completions with 32 KB request bodies;
 * streaming responses of 500 chunks (32 KB request bodies too);
 
+each also through a second proxy with ``--tokens on``: it asks the upstream for token
+data, and the stub (which says it is vLLM) then answers with a 2000-token prompt's ids
+and an id and a logprob per sampled token (500 in the stream), which that proxy records
+and strips; the main proxy runs ``--tokens off``, so its figures are those of the same
+exchange without token capture;
+
 each at concurrency 1 (latency, time to first chunk) and 64 (throughput).
 The proxy's RSS is sampled throughout to show that memory stays flat.
 """
@@ -297,13 +303,21 @@ def main() -> None:
         procs.append(stub)
         proxy, proxy_url = start_process(
             [sys.executable, "-c", "from contagent.cli import main; main()", "proxy",
-             "--upstream", stub_url, "--record-dir", str(tmp / "records")],
+             "--upstream", stub_url, "--record-dir", str(tmp / "records"), "--tokens", "off"],
             "listening on ",
         )  # fmt: skip
         procs.append(proxy)
+        tok, tok_url = start_process(
+            [sys.executable, "-c", "from contagent.cli import main; main()", "proxy",
+             "--upstream", stub_url, "--record-dir", str(tmp / "token-records"), "--tokens", "on"],
+            "listening on ",
+        )  # fmt: skip
+        procs.append(tok)
+        named["tokens"] = tok
         urls = {
             "direct": f"{stub_url}/v1/chat/completions",
             "contagent": f"{proxy_url}/r/bench/v1/chat/completions",
+            "tokens": f"{tok_url}/r/bench/v1/chat/completions",
         }
         if args.baseline_src:
             src = str(Path(args.baseline_src).resolve())
@@ -389,6 +403,37 @@ def _wait_http(url: str, timeout: float) -> None:
     raise RuntimeError(f"{url} did not answer in {timeout:.0f} s")
 
 
+def _report_tokens(results) -> None:
+    """Token capture's cost: the same exchange through ``--tokens on`` and ``--tokens off``."""
+    if "tokens" not in results:
+        return
+    on, off, d = results["tokens"], results["contagent"], results["direct"]
+    print(
+        "\ntoken capture (2000-token prompt ids; JSON and stream of 500 tokens with ids and "
+        "logprobs, recorded and stripped), against the same exchange with --tokens off:"
+    )
+    for kind in ("json", "stream"):
+        added = on[f"{kind}_cpu_ms"] - off[f"{kind}_cpu_ms"]
+        print(
+            f"  {kind:6} CPU per exchange {on[f'{kind}_cpu_ms']:.3f} ms vs {off[f'{kind}_cpu_ms']:.3f}"
+            f" ms: +{added:.3f} ms; added p50 {on[f'{kind}_p50'] - d[f'{kind}_p50']:.2f} ms"
+            f" vs {off[f'{kind}_p50'] - d[f'{kind}_p50']:.2f} ms"
+        )
+    t = TARGETS
+    checks = {
+        "JSON p50": (on["json_p50"] - d["json_p50"], t["p50"]),
+        "JSON p99": (on["json_p99"] - d["json_p99"], t["p99"]),
+        "first chunk": (on["ttfb_p50"] - d["ttfb_p50"], t["ttfb"]),
+    }
+    print(
+        "  --tokens on against the latency targets: "
+        + "; ".join(
+            f"{what} {value:.2f} ms {'met' if value <= target else 'MISSED'}"
+            for what, (value, target) in checks.items()
+        )
+    )
+
+
 def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
     d = results["direct"]
     print(f"\nrecording proxy benchmark  ({platform.python_implementation()} {platform.python_version()}, "
@@ -400,6 +445,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
         r = results[name]
         label = {
             "contagent": "contagent proxy",
+            "tokens": "contagent proxy, --tokens on",
             "baseline": "contagent proxy, --baseline-src",
             "litellm": "LiteLLM proxy (this run)",
             "passthrough": "minimal pass-through (this run)",
@@ -461,6 +507,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
     for name, r in results.items():
         if "json_cpu_ms" in r:
             print(f"  {name:10} json {r['json_cpu_ms']:.3f} | stream {r['stream_cpu_ms']:.3f}")
+    _report_tokens(results)
     if samples:
         rss = [m for _, m in samples]
         n = len(rss)

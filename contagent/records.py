@@ -23,10 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contagent.versions import version_field
 
-#: The raw exchange log's version (request and outcome records).
-SCHEMA_VERSION = 1
-#: ``result.json``'s version.
-RESULT_SCHEMA_VERSION = 1
+#: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
+#: ``server``.
+SCHEMA_VERSION = 2
+#: ``result.json``'s version; 2 added ``server``.
+RESULT_SCHEMA_VERSION = 2
 
 Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
@@ -56,6 +57,41 @@ SAFE_HEADERS: frozenset[str] = frozenset(
         "anthropic-beta",
     }
 )
+
+
+class ServerInfo(BaseModel):
+    """Which inference server answered, as the proxy found out at start."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="The server's kind, e.g. vllm.")
+    version: str | None = Field(None, description="The version it reports, e.g. 0.32.0.")
+
+
+class ChoiceTokens(BaseModel):
+    """The token data of one choice, as the server reported it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0, description="The choice's index (n > 1 gives several).")
+    token_ids: list[int] = Field(
+        description="The sampled token ids, in order (a stream's concatenated over its chunks)."
+    )
+    logprobs: list[float] | None = Field(
+        description="The sampler's logprob of each of token_ids (logprobs.content[].logprob); "
+        "null when the server reported none."
+    )
+
+
+class ExchangeTokens(BaseModel):
+    """Token data of a chat completion: prompt ids and each choice's sampled ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_token_ids: list[int] | None = Field(
+        description="The prompt after the chat template; null when the server reported none."
+    )
+    choices: list[ChoiceTokens] = Field(description="Per choice, in index order.")
 
 
 class _Record(BaseModel):
@@ -90,8 +126,12 @@ class RequestRecord(_Record):
     stream: bool = Field(False, description="The client asked for a streamed (SSE) response.")
     upstream_changes: list[str] = Field(
         default_factory=list,
-        description="Changes the proxy made to the forwarded body, e.g. "
-        "'stream_options.include_usage' when it asked the upstream for stream usage.",
+        description="Changes the proxy made to the forwarded body, one entry per field it "
+        "added: 'stream_options.include_usage' when it asked the upstream for stream usage; "
+        "'return_token_ids', 'logprobs', 'top_logprobs' when it asked for token data.",
+    )
+    server: ServerInfo | None = Field(
+        None, description="The server the proxy forwards to, when it knows which it is."
     )
 
 
@@ -162,6 +202,11 @@ class OutcomeRecord(_Record):
         default_factory=list, description="finish_reason of each choice, in choice order."
     )
     error: str | None = Field(None, description="What went wrong, for non-completed outcomes.")
+    tokens: ExchangeTokens | None = Field(
+        None,
+        description="Token ids and logprobs the server reported, counts as reported (the "
+        "exporter judges them); null or absent when the proxy did not record token data.",
+    )
 
 
 RolloutStatus = Literal["passed", "failed", "agent_error", "timeout", "infra_error"]
@@ -285,6 +330,9 @@ class RolloutResult(BaseModel):
     )
     skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")
     error: str | None = Field(None, description="One line on what went wrong, if anything.")
+    server: ServerInfo | None = Field(
+        None, description="The LLM server the run's preflight found, when it knows which."
+    )
 
     @model_validator(mode="after")
     def _one_agent_version(self) -> RolloutResult:
@@ -312,6 +360,7 @@ def request_record(
     body_bytes: int,
     stream: bool,
     upstream_changes: list[str],
+    server: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A :class:`~contagent.records.RequestRecord` as a plain dict (same fields, same order)."""
     return {
@@ -329,6 +378,7 @@ def request_record(
         "body_bytes": body_bytes,
         "stream": stream,
         "upstream_changes": upstream_changes,
+        "server": server,
     }
 
 
@@ -348,6 +398,7 @@ def outcome_record(
     usage: dict[str, Any] | None = None,
     finish_reasons: list[str | None] | None = None,
     error: str | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An :class:`~contagent.records.OutcomeRecord` as a plain dict."""
     return {
@@ -367,4 +418,5 @@ def outcome_record(
         "usage": usage,
         "finish_reasons": finish_reasons if finish_reasons is not None else [],
         "error": error,
+        "tokens": tokens,
     }

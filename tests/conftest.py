@@ -13,6 +13,7 @@ _OPT_IN = {
     "docker": ("CONTAGENT_DOCKER_TESTS", "Docker end-to-end test"),
     "browser": ("CONTAGENT_BROWSER_TESTS", "browser test (scripts/ci-browser.sh)"),
     "ray": ("CONTAGENT_RAY_TESTS", "Ray cluster test (scripts/ci-ray.sh)"),
+    "vllm": ("CONTAGENT_VLLM_TESTS", "real vLLM test (scripts/ci-vllm.sh)"),
 }
 
 

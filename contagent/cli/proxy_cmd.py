@@ -69,6 +69,13 @@ def _proxy(
     idle_timeout: Annotated[
         float | None, typer.Option(help="Seconds an idle client connection is kept open." + _LIMIT)
     ] = None,
+    tokens: Annotated[
+        str,
+        typer.Option(
+            help="Record token ids and logprobs of chat completions: auto (when the upstream "
+            "is vLLM), on (an error unless it is), off. See docs/tokens.md."
+        ),
+    ] = "auto",
 ) -> None:
     """Forward /r/<rollout_id>/v1/... to UPSTREAM/v1/... and record every exchange.
 
@@ -99,6 +106,10 @@ def _proxy(
         if record_dir.exists() and not record_dir.is_dir():
             raise ContagentError(f"{record_dir}: not a directory")
 
+        def said(line: str) -> None:  # stdout's first line stays the listening URL
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
         def ready(url: str) -> None:
             sys.stdout.write(f"contagent proxy listening on {url} (record dir {record_dir})\n")
             sys.stdout.flush()
@@ -113,6 +124,8 @@ def _proxy(
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
             limits=limits,
+            tokens_mode=tokens,
+            on_tokens=said,
             on_ready=ready,
         )
 

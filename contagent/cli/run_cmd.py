@@ -199,6 +199,13 @@ def register(app: typer.Typer) -> None:
                 "(instead of the system's store)."
             ),
         ] = None,
+        tokens: Annotated[
+            str,
+            typer.Option(
+                help="Record token ids and logprobs of chat completions: auto (when the LLM "
+                "server is vLLM), on (an error unless it is), off. See docs/tokens.md."
+            ),
+        ] = "auto",
         experiments_dir: Annotated[Path, typer.Option(help="Folder of experiment folders.")] = Path(
             "experiments"
         ),
@@ -353,6 +360,7 @@ def register(app: typer.Typer) -> None:
                 upstream_url=upstream_base(vllm_url),
                 api_key=api_key,
                 upstream_ca=vllm_ca,
+                tokens=tokens,
                 llm=LlmOptions(
                     served_model_name=served_model_name,
                     num_retries=llm_retries,
@@ -406,9 +414,9 @@ def register(app: typer.Typer) -> None:
         say(_summary_table(summary))
         everything = [*summary.resumed, *summary.results]
         passed = sum(r.status == "passed" for r in everything)
-        tokens = sum(r.tokens.total_tokens for r in everything if r.tokens is not None)
+        used = sum(r.tokens.total_tokens for r in everything if r.tokens is not None)
         rate = f" ({100 * passed / len(everything):.0f}%)" if everything else ""
-        say(f"passed {passed}/{len(everything)}{rate}, tokens {tokens:,}")
+        say(f"passed {passed}/{len(everything)}{rate}, tokens {used:,}")
         say(
             Text(
                 f"logs: {summary.log_dir}   export: contagent export {summary.log_dir / 'rollouts'} --out OUT"

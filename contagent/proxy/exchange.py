@@ -18,7 +18,8 @@ import orjson
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.http1 import error_body, relayed_response_headers
 from contagent.proxy.recorder import verbatim
-from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.stream_state import StreamState
+from contagent.proxy.tokens import TokenAsk, TokenCollector
 from contagent.proxy.upstream import UpstreamConnection
 from contagent.records import completeness, outcome_record
 
@@ -58,7 +59,8 @@ class Exchange:
 
     __slots__ = (
         "body", "conn", "done", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
-        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "upstream",
+        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "tokens",
+        "upstream",
     )  # fmt: skip
 
     def __init__(
@@ -68,8 +70,11 @@ class Exchange:
         rollout_id: str,
         index: int,
         head_only: bool = False,
+        tokens: TokenAsk | None = None,
     ) -> None:
         self.proxy = proxy
+        #: token capture is on for this exchange: what the proxy added to the request
+        self.tokens = tokens
         self.head_only = head_only
         self.conn = conn
         self.rollout_id = rollout_id
@@ -78,7 +83,7 @@ class Exchange:
         self.first_byte: float | None = None
         self.status: int | None = None
         self.sent_status: int | None = None
-        self.stream: _StreamState | None = None
+        self.stream: StreamState | None = None
         self.out_headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
         self.upstream: UpstreamConnection | None = None
@@ -105,7 +110,7 @@ class Exchange:
         self.status = status
         out, sse = relayed_response_headers(headers, keep_length=self.head_only)
         if sse and not self.head_only:
-            self.stream = _StreamState()
+            self.stream = StreamState(self.tokens)
             self.sent_status = status
             self.conn.start_response(status, out)
         else:
@@ -117,6 +122,9 @@ class Exchange:
         state = self.stream
         if state is None:
             self.body.append(data)
+            return
+        if state.ask is not None and not self.done:
+            self._relay(state, data)
             return
         if not self.done and state.may_end(data):
             clean = state.at_boundary()  # what the client holds so far ends between events
@@ -134,6 +142,18 @@ class Exchange:
         else:
             state.add(data)
 
+    def _relay(self, state: StreamState, data: bytes) -> None:
+        """Token capture on a stream: each whole event goes on once its token data is
+        collected and the additions' fields are stripped from it."""
+        out = state.relay(data)
+        if state.events and state.events[-1] == "[DONE]":
+            self._record_stream(None)  # on disk before the client sees the end
+            if not self.recorded:
+                self._withhold_end(True)
+                return
+        if out:
+            self.conn.send(out)
+
     def on_end(self) -> None:
         if self.gone:
             return
@@ -141,19 +161,24 @@ class Exchange:
         if self.stream is not None:
             self._record_stream(None)
             if self.recorded:
+                rest = self.stream.close()[0]
+                if rest:
+                    self.conn.send(rest)
                 self.conn.end()
             else:
-                self._withhold_end(self.stream.at_boundary())
+                self._withhold_end(self.stream.client_at_boundary())
             return
         data = b"".join(self.body)
         self.body = []
         assert self.status is not None
         self.sent_status = self.status
-        self._record_body(data)
-        if self.recorded:
-            self.conn.respond(self.status, self.out_headers, data, self.head_only)
-        else:
+        parsed = self._record_body(data)
+        if not self.recorded:
             self.conn.respond_error(500, _UNRECORDED, "proxy_error")
+            return
+        if self.tokens is not None and self.tokens.strip(parsed):
+            data = orjson.dumps(parsed)
+        self.conn.respond(self.status, self.out_headers, data, self.head_only)
 
     def _withhold_end(self, clean: bool) -> None:
         """The stream's outcome is not on disk: the client must not see its end.
@@ -181,9 +206,10 @@ class Exchange:
             self.conn.respond_error(code, message)
             return
         # finish a half-sent event first so the error arrives as an event of its own
-        sep = b"" if state.at_boundary() else b"\n\n"
+        sep = b"" if state.client_at_boundary() else b"\n\n"
         self._record_stream(message)
-        self.conn.send(sep + b"data: " + error_body(code, message) + b"\n\n")
+        rest = state.close()[0]
+        self.conn.send(sep + rest + b"data: " + error_body(code, message) + b"\n\n")
         self.conn.end()
 
     # -- from the client connection and the proxy ------------------------------------
@@ -227,7 +253,8 @@ class Exchange:
 
     # -- outcome records --------------------------------------------------------------
 
-    def _record_body(self, data: bytes) -> None:
+    def _record_body(self, data: bytes) -> Any:
+        """Record a whole body; the JSON parsed from it (None when it is not JSON)."""
         try:
             parsed = orjson.loads(data) if data else None
         except orjson.JSONDecodeError:
@@ -240,7 +267,7 @@ class Exchange:
                 )
             else:
                 self._record("http_error", f"http status {self.status}", response_text=text)
-            return
+            return None
         fields: dict[str, Any] = {"response": verbatim(data, parsed)}
         if isinstance(parsed, dict):
             if isinstance(parsed.get("usage"), dict):
@@ -252,9 +279,14 @@ class Exchange:
                 ]
         if self.status != 200:
             self._record("http_error", f"http status {self.status}", **fields)
-            return
+            return parsed
+        if self.tokens is not None:
+            collector = TokenCollector()
+            collector.feed(parsed)
+            fields["tokens"] = collector.result()
         ok, why = completeness(self.status, parsed)
         self._record("completed" if ok else "incomplete", why, **fields)
+        return parsed
 
     def _record_stream(self, broke: str | None) -> None:
         assert self.stream is not None
@@ -268,76 +300,3 @@ class Exchange:
         else:
             ok, why = completeness(self.status, fields["response"])
             self._record("completed" if ok else "incomplete", why, **fields)
-
-
-class _StreamState:
-    """What a relayed stream carried so far.
-
-    Chunks are only collected while they flow, and parsed when the record is
-    due: the per-event work then never competes with relaying the next chunk.
-    """
-
-    __slots__ = ("asm", "done_seen", "events", "parser", "pending", "tail")
-
-    def __init__(self) -> None:
-        self.parser = SSEParser()
-        self.asm = StreamAssembler()
-        self.events: list[str] = []
-        self.pending: list[bytes] = []
-        self.tail = b""  # the stream's last bytes: ``[DONE]`` may be split across reads
-        self.done_seen = False
-
-    def may_end(self, chunk: bytes) -> bool:
-        """Whether ``chunk`` may complete the ``[DONE]`` event, so the record is due first.
-
-        Once ``[DONE]`` has shown up (even split across reads), every later chunk is a
-        candidate until the event is whole: its closing blank line may come on its own.
-        """
-        if not self.done_seen:
-            self.done_seen = b"[DONE]" in chunk or b"[DONE]" in self.tail + chunk[:5]
-            self.tail = chunk[-5:] if len(chunk) >= 5 else (self.tail + chunk)[-5:]
-        return self.done_seen
-
-    def add(self, chunk: bytes) -> None:
-        self.pending.append(chunk)
-
-    def _parse(self) -> None:
-        if not self.pending:
-            return
-        data = b"".join(self.pending)
-        self.pending.clear()
-        events = self.parser.feed(data)
-        self.events.extend(events)
-        self.asm.feed_many(events)
-
-    def saw_done(self) -> bool:
-        self._parse()
-        return bool(self.events) and self.events[-1] == "[DONE]"
-
-    def at_boundary(self) -> bool:
-        self._parse()
-        return self.parser.at_boundary
-
-    def fields(self) -> tuple[dict[str, Any], str | None]:
-        """Outcome fields of what arrived so far, and a fault found in it, if any."""
-        self._parse()
-        last, tail = self.parser.close()
-        self.events.extend(last)
-        self.asm.feed_many(last)
-        asm = self.asm
-        fault = None
-        if asm.malformed:
-            fault = f"{asm.malformed} stream event(s) are not valid JSON"
-        elif tail:
-            fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
-        elif not self.events:
-            fault = "stream carried no events"
-        fields: dict[str, Any] = {
-            "response": asm.result(),
-            "stream_events": self.events,
-            "usage": asm.usage,
-            "finish_reasons": asm.finish_reasons,
-        }
-        if tail:
-            fields["response_text"] = tail.decode("utf-8", "replace")
-        return fields, fault

@@ -68,13 +68,18 @@ def run_proxy(
     record_dir: Path,
     *,
     on_ready: Callable[[str], None] | None = None,
+    tokens_mode: str | None = None,
+    on_tokens: Callable[[str], None] | None = None,
     **options: Unpack[ProxyOptions],
 ) -> ProxyRunSummary:
     """Serve in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
-    ``on_ready(url)`` is called once the proxy listens.
+    ``on_ready(url)`` is called once the proxy listens. ``tokens_mode`` (``--tokens``)
+    is resolved against the upstream before the proxy listens; ``on_tokens`` gets the
+    line that says what was decided once it does.
     """
     proxy = RecordingProxy(upstream, record_dir, **options)
+    said = proxy.plan_tokens(tokens_mode).line if tokens_mode is not None else None
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -83,6 +88,8 @@ def run_proxy(
             loop.add_signal_handler(sig, stop.set)
         await proxy.start()
         try:
+            if said is not None and on_tokens is not None:
+                on_tokens(said)
             if on_ready is not None:
                 on_ready(proxy.url)
             await stop.wait()

@@ -36,8 +36,10 @@ from contagent.proxy.http1 import (
     redact_query,
     upstream_request_head,
 )
+from contagent.proxy.identify import TokenPlan, plan_tokens
 from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
+from contagent.proxy.tokens import TOKEN_ROUTE, TokenAsk, ask_for_tokens
 from contagent.proxy.upstream import tls_context
 from contagent.records import SAFE_HEADERS, request_record
 
@@ -69,6 +71,8 @@ class ProxyOptions(TypedDict, total=False):
     only_rollout: str | None
     allowed_clients: str | None
     limits: Limits
+    tokens: bool
+    server: dict[str, Any] | None
 
 
 class RecordingProxy:
@@ -100,6 +104,11 @@ class RecordingProxy:
 
     ``limits`` caps what clients may make the proxy hold (:class:`Limits`,
     defaults in docs/proxy.md).
+
+    ``tokens`` asks the upstream (a vLLM) for token ids and logprobs on chat
+    completions, records them and hides them from the client
+    (:mod:`contagent.proxy.tokens`); ``server`` (``{"name", "version"}``) says in
+    every request record which server answered.
     """
 
     def __init__(
@@ -118,6 +127,8 @@ class RecordingProxy:
         only_rollout: str | None = None,
         allowed_clients: str | None = None,
         limits: Limits | None = None,
+        tokens: bool = False,
+        server: dict[str, Any] | None = None,
     ) -> None:
         base = upstream.rstrip("/")
         if not base.startswith(("http://", "https://")):
@@ -153,6 +164,8 @@ class RecordingProxy:
         self.limits = limits or Limits()
         self._stop_grace = stop_grace
         self.recorder = Recorder(self.record_dir)
+        self.tokens = tokens
+        self.server = server
         self.counts: Counter[str] = Counter()
         #: every record that could not be written (a full disk, say): the log is incomplete
         self.record_errors: list[str] = []
@@ -163,6 +176,17 @@ class RecordingProxy:
         self._drained: asyncio.Event | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self.stopping = False
+
+    def plan_tokens(self, mode: str) -> TokenPlan:
+        """Resolve ``--tokens`` against the upstream and apply it (raises for ``on`` when
+        the upstream is not vLLM); the server found is recorded whichever the mode."""
+        name, _, value = self._auth.decode("latin-1").rstrip("\r\n").partition(": ")
+        plan = plan_tokens(
+            mode, self.upstream, None, self._tls, headers={name: value} if name else {}
+        )
+        self.tokens = plan.record
+        self.server = plan.server
+        return plan
 
     @property
     def url(self) -> str:
@@ -300,7 +324,9 @@ class RecordingProxy:
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
         changes: list[str] = []
         forward_body = body
-        if stream and path.partition("?")[0].endswith(_USAGE_ROUTES):
+        route = path.partition("?")[0]
+        changed: Any = None
+        if stream and route.endswith(_USAGE_ROUTES):
             opts = parsed.get("stream_options")
             if not (isinstance(opts, dict) and opts.get("include_usage") is True):
                 changed = dict(parsed)
@@ -308,8 +334,13 @@ class RecordingProxy:
                     **(opts if isinstance(opts, dict) else {}),
                     "include_usage": True,
                 }
-                forward_body = orjson.dumps(changed)
                 changes.append("stream_options.include_usage")
+        ask: TokenAsk | None = None
+        if self.tokens and isinstance(parsed, dict) and route.endswith(TOKEN_ROUTE):
+            changed, ask = ask_for_tokens(changed if changed is not None else parsed)
+            changes.extend(ask.added)
+        if changes:
+            forward_body = orjson.dumps(changed)
 
         pool = self.pool
         head, safe = upstream_request_head(
@@ -328,7 +359,7 @@ class RecordingProxy:
                     index=index, rollout_id=rollout_id, time=received, method=req.method,
                     path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                     body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
-                    stream=stream, upstream_changes=changes,
+                    stream=stream, upstream_changes=changes, server=self.server,
                 ),
             )  # fmt: skip
         except RecordError as exc:
@@ -340,7 +371,7 @@ class RecordingProxy:
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"
             )
             return
-        ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD")
+        ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD", tokens=ask)
         conn.responder = ex
         self._inflight.add(ex)
         # One buffer, one write: uvloop's writelines defers the send to the end of the loop

@@ -12,6 +12,7 @@ from typing import Any
 
 from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
+from contagent.proxy.identify import TOKENS_MODES
 from contagent.proxy.upstream import tls_context
 from contagent.runner.leftovers import Driver
 
@@ -89,6 +90,8 @@ class RunConfig:
     agents: tuple[str, ...] = (DEFAULT_AGENT,)
     #: the process running the run, labelled on everything it creates (set by the run)
     driver: Driver | None = None
+    #: record token data: auto (when the server is vLLM), on, off (``--tokens``)
+    tokens: str = "auto"
 
     def image_for(self, agent: str) -> str:
         """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""
@@ -109,6 +112,8 @@ class RunConfig:
             raise ContagentError("--timeout must be positive")
         if self.max_iterations < 1:
             raise ContagentError("--max-iterations must be 1 or more")
+        if self.tokens not in TOKENS_MODES:
+            raise ContagentError(f"--tokens {self.tokens!r}: use one of {', '.join(TOKENS_MODES)}")
         if not self.agents:
             raise ContagentError("--agent: at least one agent is needed")
         if len(set(self.agents)) != len(self.agents):

@@ -26,6 +26,7 @@ import aiohttp
 import orjson
 
 from contagent.errors import ContagentError
+from contagent.proxy.identify import TokenPlan, model_owners, plan_tokens
 from contagent.proxy.upstream import tls_context
 
 MODELS_PATH = "/v1/models"
@@ -64,6 +65,7 @@ class Probe:
     waitable: bool
     detail: str
     served: tuple[str, ...] = ()
+    owners: frozenset[str] = frozenset()  # the listing's owned_by values
 
 
 class PreflightError(ContagentError):
@@ -87,9 +89,16 @@ class LlmServer:
         self.url = upstream_url.rstrip("/") + MODELS_PATH
         self.model = model
         self._api_key = api_key
+        self.owners: set[str] | None = None  # of the model list, once a check found it ready
         self._tls: ssl.SSLContext | None = (
             tls_context(ca) if self.url.startswith("https://") else None
         )
+
+    def token_plan(self, mode: str) -> TokenPlan:
+        """``--tokens`` resolved against this server (raises for ``on`` when it is not vLLM),
+        from the model list its last ready check read and ``GET /version``."""
+        base = self.url.removesuffix(MODELS_PATH)
+        return plan_tokens(mode, base, self._api_key, self._tls, self.owners)
 
     @property
     def tried(self) -> str:
@@ -141,6 +150,7 @@ class LlmServer:
         if status != 200:
             return Probe(False, False, f"{said} (is --vllm-url the server's address?)")
         served = _model_ids(body)
+        owners = frozenset(model_owners(orjson.loads(body))) if served is not None else frozenset()
         if served is None:
             return Probe(False, False, f"{said}, but not an OpenAI model list")
         if self.model not in served:
@@ -152,7 +162,8 @@ class LlmServer:
                 f"model {self.model!r} (--served-model-name) is not served; it serves {names}{more}",
                 served,
             )
-        return Probe(True, False, "ready", served)
+        self.owners = set(owners)
+        return Probe(True, False, "ready", served, owners)
 
 
 def _os_reason(err: BaseException) -> str:

@@ -66,6 +66,10 @@ class RolloutPlan:
     agent: str = DEFAULT_AGENT
     #: several agents in one run: the rollout name carries the agent
     agent_in_name: bool = False
+    #: the proxy records token data (``--tokens``, resolved by the run's preflight)
+    tokens: bool = False
+    #: the LLM server the preflight found (``{"name", "version"}``), if it knows which
+    server: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -266,6 +270,8 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             upstream_timeout=cfg.llm.timeout_s + 30,
             only_rollout=name,
             allowed_clients=net.subnet,
+            tokens=plan.tokens,
+            server=plan.server,
         )
         settings, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name))
         for svc in plan.experiment.spec.services:
@@ -379,6 +385,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         node=ctx.node,
         agent=agent.name,
         agent_version=report.version,
+        server=plan.server,
         exit_codes=ExitCodes(
             setup=codes.get("setup"),
             agent=codes.get("agent"),

@@ -217,6 +217,12 @@ def run_experiments(
         executor.close()
         raise
     emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
+    try:
+        tokens = server.token_plan(config.tokens)
+    except BaseException:
+        executor.close()
+        raise
+    emit(RunEvent("ready", message=tokens.line))
     guard = FailFast(config.wait_for_llm_s)
     # the next rollouts would end the same way; on Ray an engine is one node's, not the run's
     run_stops = {LOG_DIR_STOP} | ({docker_ops.ENGINE_STOP} if config.ray_address is None else set())
@@ -234,7 +240,7 @@ def run_experiments(
         return result
 
     pending: set[Future[RolloutResult]] = set()
-    queue = list(todo)
+    queue = [replace(plan, tokens=tokens.record, server=tokens.server) for plan in todo]
     try:
         while queue or pending:
             _hold_back(guard, wait_for_server, executor, queue, summary, emit)

@@ -128,6 +128,7 @@ def record_failure(
         rollout_id=name,
         experiment=plan.experiment.name,
         model=config.llm.served_model_name,
+        server=plan.server,
         status="infra_error",
         passed=False,
         started=started,

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from contagent.testing import stub_tokens
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -94,6 +96,8 @@ class Fast:
     content: str = "ok"
     stream_chunks: int = 500
     chunk_text: str = "tok "
+    #: prompt ids in the answers to requests that ask for token data (return_token_ids)
+    prompt_tokens: int = 2000
 
 
 Move = Reply | Error | Raw | Events | Reset
@@ -117,16 +121,27 @@ class StubRequest:
 Script = Sequence[Move] | Callable[[StubRequest], Move] | Fast
 
 
-def _usage(req: StubRequest, reply: Reply) -> dict[str, int]:
+def _usage(
+    req: StubRequest,
+    reply: Reply,
+    prompt: list[int] | None = None,
+    sampled: list[int] | None = None,
+) -> dict[str, int]:
     if reply.usage is not None:
         return dict(reply.usage)
+    if prompt and sampled is not None:  # token ids asked for: the counts are theirs, as vLLM's
+        return {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(sampled),
+            "total_tokens": len(prompt) + len(sampled),
+        }
     out_chars = len(reply.content or "") + len(reply.reasoning_content or "")
     out_chars += sum(len(t.name) + len(t.arguments_json) for t in reply.tool_calls)
-    prompt, completion = max(1, len(req.body) // 4), max(1, out_chars // 4)
+    n_prompt, n_completion = max(1, len(req.body) // 4), max(1, out_chars // 4)
     return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "prompt_tokens": n_prompt,
+        "completion_tokens": n_completion,
+        "total_tokens": n_prompt + n_completion,
     }
 
 
@@ -137,7 +152,24 @@ def _split(text: str, n: int) -> list[str]:
     return [text[i : i + step] for i in range(0, len(text), step)]
 
 
+def _pieces(reply: Reply) -> list[tuple[str, str]]:
+    calls = [(t.name, t.arguments_json) for t in reply.tool_calls]
+    return stub_tokens.assistant_pieces(reply.reasoning_content, reply.content, calls)
+
+
+def _sampled(reply: Reply) -> list[int]:
+    """The reply's token ids as vLLM reports them: ``<|im_end|>`` closes all but a cut turn."""
+    ids = stub_tokens.encode("".join(t for _, t in _pieces(reply)))
+    return ids if _finish(reply) == "length" else [*ids, stub_tokens.EOS]
+
+
 def completion_json(req: StubRequest, reply: Reply, cid: str) -> dict[str, Any]:
+    """A chat completion; with token ids and logprobs where the request asked for them,
+    in vLLM's shape (``prompt_token_ids``, ``choices[].token_ids``, ``choices[].logprobs``;
+    null when not asked)."""
+    want_ids, want_lps = stub_tokens.asked(req.json)
+    prompt = stub_tokens.prompt_ids(req.json) if want_ids or want_lps else []
+    sampled = _sampled(reply) if want_ids or want_lps else []
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning_content is not None:
         message["reasoning_content"] = reply.reasoning_content
@@ -147,11 +179,16 @@ def completion_json(req: StubRequest, reply: Reply, cid: str) -> dict[str, Any]:
              "function": {"name": t.name, "arguments": t.arguments_json}}
             for i, t in enumerate(reply.tool_calls)
         ]  # fmt: skip
+    choice = {
+        "index": 0, "message": message,
+        "logprobs": stub_tokens.logprob_entries(sampled, len(prompt)) if want_lps else None,
+        "finish_reason": _finish(reply), "token_ids": sampled if want_ids else None,
+    }  # fmt: skip
     return {
         "id": cid, "object": "chat.completion", "created": int(time.time()),
-        "model": reply.model or _model(req),
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
-        "usage": _usage(req, reply),
+        "model": reply.model or _model(req), "choices": [choice],
+        "usage": _usage(req, reply, prompt, sampled),
+        "prompt_token_ids": prompt if want_ids else None,
     }  # fmt: skip
 
 
@@ -166,38 +203,68 @@ def _finish(reply: Reply) -> str | None:
 
 
 def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
-    """The chunk events of ``reply`` as a vLLM-style chat stream, ``[DONE]`` included."""
+    """The chunk events of ``reply`` as a vLLM chat stream, ``[DONE]`` included.
+
+    Token data as vLLM streams it when asked: ``prompt_token_ids`` in the first chunk
+    only, each later chunk's own ``token_ids`` and logprob entries, including chunks
+    whose ``delta`` is empty (tokens the parsers swallow, and ``<|im_end|>``); the
+    usage chunk has ``choices: []``. Not asked: the same keys, null.
+    """
     head = {
         "id": cid,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": reply.model or _model(req),
     }
+    want_ids, want_lps = stub_tokens.asked(req.json)
+    prompt = stub_tokens.prompt_ids(req.json) if want_ids or want_lps else []
+    position = len(prompt)
+    sampled: list[int] = []
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return orjson.dumps(
-            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        ).decode()
+    def chunk(delta: dict[str, Any], text: str = "", finish: str | None = None) -> dict[str, Any]:
+        nonlocal position
+        ids = stub_tokens.encode(text) if text else []
+        if finish in ("stop", "tool_calls"):
+            ids.append(stub_tokens.EOS)
+        sampled.extend(ids)
+        lps = stub_tokens.logprob_entries(ids, position) if want_lps else None
+        position += len(ids)
+        choice = {"index": 0, "delta": delta, "logprobs": lps, "finish_reason": finish,
+                  "token_ids": ids if want_ids else None}  # fmt: skip
+        return {**head, "choices": [choice]}
 
-    out = [chunk({"role": "assistant", "content": ""})]
-    for part in (
-        _split(reply.reasoning_content or "", reply.chunks) if reply.reasoning_content else []
-    ):
-        out.append(chunk({"reasoning_content": part}))
-    for part in _split(reply.content, reply.chunks) if reply.content else []:
-        out.append(chunk({"content": part}))
-    for i, t in enumerate(reply.tool_calls):
-        first = {"index": i, "id": t.id or f"call_{cid}_{i}", "type": "function",
-                 "function": {"name": t.name, "arguments": ""}}  # fmt: skip
-        out.append(chunk({"tool_calls": [first]}))
-        for part in _split(t.arguments_json, reply.chunks):
-            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
-    out.append(chunk({}, _finish(reply)))
+    first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+             "finish_reason": None}  # fmt: skip
+    out: list[dict[str, Any]] = [
+        {**head, "choices": [first], "prompt_token_ids": prompt if want_ids else None}
+    ]
+    calls = -1
+    for kind, text in _pieces(reply):
+        if kind == "frame" and text.lstrip("\n").startswith("<tool_call>"):
+            calls += 1
+            t = reply.tool_calls[calls]
+            first_call = {"index": calls, "id": t.id or f"call_{cid}_{calls}", "type": "function",
+                          "function": {"name": t.name, "arguments": ""}}  # fmt: skip
+            out.append(chunk({"tool_calls": [first_call]}, text))
+        elif kind == "frame":
+            out.append(chunk({}, text))
+        else:
+            for part in _split(text, reply.chunks):
+                delta: dict[str, Any] = (
+                    {"tool_calls": [{"index": calls, "function": {"arguments": part}}]}
+                    if kind == "args"
+                    else {"reasoning_content" if kind == "reasoning" else "content": part}
+                )
+                out.append(chunk(delta, part))
+    finish = _finish(reply)
+    if finish == "length" and len(out) > 1:  # a cut turn ends on its last token's chunk
+        out[-1]["choices"][0]["finish_reason"] = finish
+    else:  # else on the chunk of ``<|im_end|>``
+        out.append(chunk({}, "", finish))
     opts = req.json.get("stream_options") if isinstance(req.json, dict) else None
     if isinstance(opts, dict) and opts.get("include_usage"):
-        out.append(orjson.dumps({**head, "choices": [], "usage": _usage(req, reply)}).decode())
-    out.append("[DONE]")
-    return out
+        out.append({**head, "choices": [], "usage": _usage(req, reply, prompt, sampled)})
+    return [*(orjson.dumps(e).decode() for e in out), "[DONE]"]
 
 
 def fast_bodies(fast: Fast) -> tuple[bytes, list[bytes]]:
@@ -232,6 +299,44 @@ def fast_bodies(fast: Fast) -> tuple[bytes, list[bytes]]:
         "completion_tokens": fast.stream_chunks,
         "total_tokens": fast.stream_chunks + 10,
     }
+    events.append({**head, "choices": [], "usage": usage})
+    stream = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
+    stream.append(b"data: [DONE]\n\n")
+    return json_body, stream
+
+
+def fast_token_bodies(fast: Fast) -> tuple[bytes, list[bytes]]:
+    """:class:`Fast`'s JSON body and stream as vLLM sends them when asked for token data:
+    ``fast.prompt_tokens`` prompt ids, and an id and a logprob entry per sampled token."""
+    prompt = [16 + (i * 7) % 1900 for i in range(fast.prompt_tokens)]
+    n = fast.stream_chunks - 3
+    sampled = [16 + (i * 13) % 1900 for i in range(n)] + [stub_tokens.EOS]
+    text = fast.chunk_text
+    entries = [
+        {"token": text, "logprob": stub_tokens.logprob(t, i), "bytes": list(text.encode()),
+         "top_logprobs": []}
+        for i, t in enumerate(sampled)
+    ]  # fmt: skip
+    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(sampled),
+             "total_tokens": len(prompt) + len(sampled)}  # fmt: skip
+    message = {"role": "assistant", "content": text * n}
+    json_body = orjson.dumps({
+        "id": "fast", "object": "chat.completion", "created": 0, "model": "stub",
+        "choices": [{"index": 0, "message": message, "logprobs": {"content": entries},
+                     "finish_reason": "stop", "token_ids": sampled}],
+        "usage": usage, "prompt_token_ids": prompt,
+    })  # fmt: skip
+    head = {"id": "fast", "object": "chat.completion.chunk", "created": 0, "model": "stub"}
+    first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+             "finish_reason": None}  # fmt: skip
+    events: list[dict[str, Any]] = [{**head, "choices": [first], "prompt_token_ids": prompt}]
+    for i, tok in enumerate(sampled):
+        last = i == len(sampled) - 1
+        events.append({**head, "choices": [{
+            "index": 0, "delta": {} if last else {"content": text},
+            "logprobs": {"content": [entries[i]]}, "finish_reason": "stop" if last else None,
+            "token_ids": [tok],
+        }]})  # fmt: skip
     events.append({**head, "choices": [], "usage": usage})
     stream = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
     stream.append(b"data: [DONE]\n\n")

@@ -46,9 +46,13 @@ from contagent.testing.llm_moves import (
     ToolCall,
     completion_json,
     fast_bodies,
+    fast_token_bodies,
     stream_payloads,
 )
 from contagent.testing.responses_moves import is_responses, response_events, response_json
+
+#: the vLLM version the stub says it is (``GET /version``), as the servers it stands for
+STUB_VLLM_VERSION = "0.32.0"
 
 # The moves are part of this module's interface: scripts import them from here.
 __all__ = [
@@ -79,8 +83,11 @@ class LLMStub:
         host: str = "127.0.0.1",
         port: int = 0,
         models: Sequence[str] = ("stub",),
+        owned_by: str = "vllm",
     ) -> None:
         self.host = host
+        #: whose models these are; a stub not owned by vllm has no ``GET /version`` either
+        self.owned_by = owned_by
         self.port = port
         self.models = tuple(models)
         self.requests: list[StubRequest] = []
@@ -92,6 +99,7 @@ class LLMStub:
         self._fast_json, self._fast_stream = (
             fast_bodies(script) if isinstance(script, Fast) else (b"", [])
         )
+        self._fast_tokens = fast_token_bodies(script) if isinstance(script, Fast) else (b"", [])
 
     @property
     def url(self) -> str:
@@ -127,16 +135,12 @@ class LLMStub:
             body,
             parsed,
         )
+        if request.method == "GET" and request.path == "/version":
+            return self._listing(request) or web.Response(status=404)  # not one of the requests
         self.requests.append(req)
-        if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
-            data = {
-                "object": "list",
-                "data": [
-                    {"id": m, "object": "model", "created": 0, "owned_by": "contagent"}
-                    for m in self.models
-                ],
-            }
-            return web.json_response(data, dumps=lambda o: orjson.dumps(o).decode())
+        listing = self._listing(request)
+        if listing is not None:
+            return listing
         move = self._next_move(req)
         if move is None:
             return web.json_response(
@@ -147,6 +151,25 @@ class LLMStub:
         except (asyncio.CancelledError, ConnectionResetError):
             self.cancelled.append(req.index)
             raise
+
+    def _listing(self, request: web.BaseRequest) -> web.Response | None:
+        """``GET .../models`` and ``GET /version`` answer as vLLM does (no move consumed)."""
+        if request.method != "GET":
+            return None
+        path = request.path.rstrip("/")
+        if path.endswith("/models"):
+            data: dict[str, object] = {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": self.owned_by}
+                    for m in self.models
+                ],
+            }
+        elif path == "/version" and self.owned_by == "vllm":
+            data = {"version": STUB_VLLM_VERSION}
+        else:
+            return None
+        return web.json_response(data, dumps=lambda o: orjson.dumps(o).decode())
 
     def _next_move(self, req: StubRequest) -> Move | None:
         if self._moves is not None:
@@ -225,14 +248,19 @@ class LLMStub:
         return web.Response(status=500)
 
     async def _fast(self, request: web.BaseRequest, body: bytes) -> web.StreamResponse:
+        listing = self._listing(request)
+        if listing is not None:
+            return listing
         self.requests.append(
             StubRequest(next(self._counter), request.method, request.raw_path, {}, b"", None)
         )
+        tokens = b'"return_token_ids":true' in body  # how the proxy asks for them
+        json_body, stream = self._fast_tokens if tokens else (self._fast_json, self._fast_stream)
         if b'"stream":true' not in body and b'"stream": true' not in body:
-            return web.Response(body=self._fast_json, content_type="application/json")
+            return web.Response(body=json_body, content_type="application/json")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        for chunk in self._fast_stream:
+        for chunk in stream:
             await resp.write(chunk)
         await resp.write_eof()
         return resp
@@ -259,10 +287,14 @@ class RunningStub(InThread[LLMStub]):
 
 
 def start_stub_in_thread(
-    script: Script, host: str = "127.0.0.1", port: int = 0, models: Sequence[str] = ("stub",)
+    script: Script,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    models: Sequence[str] = ("stub",),
+    owned_by: str = "vllm",
 ) -> RunningStub:
     """Start the stub on its own event loop thread; returns once it listens."""
-    return RunningStub(LLMStub(script, host, port, models), "contagent-llm-stub")
+    return RunningStub(LLMStub(script, host, port, models, owned_by), "contagent-llm-stub")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

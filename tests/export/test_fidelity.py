@@ -13,6 +13,7 @@ from contagent import chat, rules
 from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import find_rollouts
+from contagent.records import SCHEMA_VERSION
 from contagent.responses import is_responses_path
 from contagent.validate import check
 from contagent.validate.check import validate
@@ -167,9 +168,15 @@ def test_newer_schema_versions_are_refused(samples: Path, tmp_path: Path) -> Non
     log = samples / "clean_pass" / "exchanges.jsonl"
     good = log.read_bytes()
     first, rest = good.split(b"\n", 1)
-    log.write_bytes(first.replace(b'"schema_version":1', b'"schema_version":2') + b"\n" + rest)
+    newer = SCHEMA_VERSION + 1
+    assert first.count(b'"schema_version":%d' % SCHEMA_VERSION) == 1
+    log.write_bytes(
+        first.replace(b'"schema_version":%d' % SCHEMA_VERSION, b'"schema_version":%d' % newer)
+        + b"\n"
+        + rest
+    )
     proc = cli("export", str(samples / "clean_pass"), "--out", str(tmp_path / "o1"))
-    assert proc.returncode == 2 and "schema_version 2 is newer" in proc.stderr
+    assert proc.returncode == 2 and f"schema_version {newer} is newer" in proc.stderr
     log.write_bytes(good)
     out = tmp_path / "o2"
     export([samples / "clean_pass"], out)

@@ -84,7 +84,9 @@ def test_bumping_the_raw_log_version_keeps_older_logs_readable(
     raw = rawlog.read_exchanges(paths.exchanges)
     assert raw.indices and not raw.problems
     data = paths.exchanges.read_bytes().replace(
-        b'"schema_version":1', f'"schema_version":{records.SCHEMA_VERSION + 2}'.encode(), 1
+        f'"schema_version":{records.SCHEMA_VERSION}'.encode(),
+        f'"schema_version":{records.SCHEMA_VERSION + 2}'.encode(),
+        1,
     )
     with pytest.raises(NewerVersionError, match=":1: schema_version"):
         rawlog.parse_exchanges(paths.exchanges, data)

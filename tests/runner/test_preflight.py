@@ -246,3 +246,29 @@ def test_wait_for_llm_option(tmp_path: Path) -> None:
         "contagent: error: --wait-for-llm must be 0 or more seconds"
     )
     assert "Traceback" not in proc.stderr
+
+
+def test_tokens_follow_the_servers_kind_from_the_check_it_just_made() -> None:
+    vllm = start_stub_in_thread([], models=("m",))
+    other = start_stub_in_thread([], models=("m",), owned_by="openai")
+    try:
+        server = LlmServer(vllm.url, "m", None, None)
+        wait_until_ready(server, 0, lambda _: None)
+        assert server.owners == {"vllm"}
+        plan = server.token_plan("auto")
+        assert plan.record and plan.server == {"name": "vllm", "version": "0.32.0"}
+        # the model list is the check's: the plan asked only for /version
+        assert [r.path for r in vllm.requests] == ["/v1/models"]
+        server = LlmServer(other.url, "m", None, None)
+        wait_until_ready(server, 0, lambda _: None)
+        assert not server.token_plan("auto").record
+        with pytest.raises(ContagentError, match="--tokens on: the upstream is not vLLM"):
+            server.token_plan("on")
+    finally:
+        vllm.stop()
+        other.stop()
+
+
+def test_an_unknown_tokens_mode_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ContagentError, match="--tokens 'maybe': use one of auto, on, off"):
+        RunConfig(tmp_path, tmp_path, "http://127.0.0.1:9", LlmOptions("m"), tokens="maybe")

@@ -1,0 +1,123 @@
+"""The state of one relayed stream: the events it carried, parsed when the record is due."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.tokens import TokenAsk, TokenCollector, relay_event
+
+
+class StreamState:
+    """What a relayed stream carried so far.
+
+    Chunks are only collected while they flow, and parsed when the record is
+    due: the per-event work then never competes with relaying the next chunk.
+    With token capture (``ask``), each read is parsed at once instead (:meth:`relay`):
+    the client gets whole events only, each stripped of the additions' fields, and
+    their token data is collected on the way.
+    """
+
+    __slots__ = (
+        "ask", "asm", "closed", "collector", "done_seen", "events", "fed", "parser", "pending",
+        "tail",
+    )  # fmt: skip
+
+    def __init__(self, ask: TokenAsk | None = None) -> None:
+        self.parser = SSEParser()
+        self.asm = StreamAssembler()
+        self.events: list[str] = []
+        self.fed = 0  # events fed to the assembler so far
+        self.pending: list[bytes] = []
+        self.tail = b""  # the stream's last bytes: ``[DONE]`` may be split across reads
+        self.done_seen = False
+        self.ask = ask
+        self.collector = TokenCollector() if ask is not None else None
+        #: once the stream is over: (what the client still gets of it, a partial last line)
+        self.closed: tuple[bytes, bytes] | None = None
+
+    def may_end(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` may complete the ``[DONE]`` event, so the record is due first.
+
+        Once ``[DONE]`` has shown up (even split across reads), every later chunk is a
+        candidate until the event is whole: its closing blank line may come on its own.
+        """
+        if not self.done_seen:
+            self.done_seen = b"[DONE]" in chunk or b"[DONE]" in self.tail + chunk[:5]
+            self.tail = chunk[-5:] if len(chunk) >= 5 else (self.tail + chunk)[-5:]
+        return self.done_seen
+
+    def add(self, chunk: bytes) -> None:
+        self.pending.append(chunk)
+
+    def relay(self, chunk: bytes) -> bytes:
+        """Token capture: the client's bytes for the events ``chunk`` completed."""
+        payloads = self.parser.feed(chunk)
+        self.events.extend(payloads)
+        return self._relayed(payloads)
+
+    def _relayed(self, payloads: list[str]) -> bytes:
+        """The client's bytes for ``payloads``, which are also collected and assembled."""
+        ask, collector, asm = self.ask, self.collector, self.asm
+        assert ask is not None and collector is not None
+        out = b"".join([relay_event(p, ask, collector, asm) for p in payloads])
+        self.fed = len(self.events)
+        return out
+
+    def _parse(self) -> None:
+        if self.pending:
+            data = b"".join(self.pending)
+            self.pending.clear()
+            self.events.extend(self.parser.feed(data))
+        if self.fed < len(self.events):
+            self.asm.feed_many(self.events[self.fed :] if self.fed else self.events)
+            self.fed = len(self.events)
+
+    def saw_done(self) -> bool:
+        self._parse()
+        return bool(self.events) and self.events[-1] == "[DONE]"
+
+    def at_boundary(self) -> bool:
+        self._parse()
+        return self.parser.at_boundary
+
+    def client_at_boundary(self) -> bool:
+        """What the client holds so far ends between events (always, with token capture)."""
+        return self.ask is not None or self.at_boundary()
+
+    def close(self) -> tuple[bytes, bytes]:
+        """The stream is over: (the client's bytes of a final event left unterminated,
+        with token capture; the partial last line). Idempotent."""
+        if self.closed is None:
+            self._parse()
+            last, tail = self.parser.close()
+            self.events.extend(last)
+            if self.ask is not None:
+                self.closed = (self._relayed(last), tail)
+            else:
+                self._parse()
+                self.closed = (b"", tail)
+        return self.closed
+
+    def fields(self) -> tuple[dict[str, Any], str | None]:
+        """Outcome fields of what arrived so far, and a fault found in it, if any."""
+        tail = self.close()[1]
+        asm = self.asm
+        fault = None
+        if asm.malformed:
+            fault = f"{asm.malformed} stream event(s) are not valid JSON"
+        elif tail:
+            fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
+        elif not self.events:
+            fault = "stream carried no events"
+        fields: dict[str, Any] = {
+            "response": asm.result(),
+            "stream_events": self.events,
+            "usage": asm.usage,
+            "finish_reasons": asm.finish_reasons,
+        }
+        if tail:
+            fields["response_text"] = tail.decode("utf-8", "replace")
+        if self.collector is not None:
+            fields["tokens"] = self.collector.result()
+        return fields, fault
