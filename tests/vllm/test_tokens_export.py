@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,37 +91,41 @@ def _forked(chat: Any) -> bool:
 SCENARIOS = {"prefix_kept": _prefix_kept, "forced_then_free": _forced_then_free, "forked": _forked}
 
 
+def _settled(log: Path, timeout_s: float = 30.0) -> None:
+    """Wait until every request of ``log`` has its outcome (the proxy writes it as the
+    exchange ends, which can be just after the client has the last byte)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        raw = read_exchanges(log)
+        if raw.requests and raw.requests.keys() == raw.outcomes.keys():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{log}: requests without outcomes after {timeout_s} s")
+
+
 @pytest.fixture(scope="module")
-def recorded() -> Iterator[tuple[Path, Path]]:
-    """(the tier's model, a folder of rollouts recorded against the real server)."""
-    from contagent.proxy.identify import plan_tokens
-    from tests.vllm.conversations import MODEL, Chat, Meta
+def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Path]]:
+    """(the tier's model, a folder of this module's rollouts, recorded through the session's
+    proxy into the session's real server)."""
+    from tests.vllm.conversations import MODEL, Chat
 
     from contagent.layout import RolloutPaths
-    from contagent.proxy import start_proxy_in_thread
     from contagent.records import RolloutResult
-    from tests.vllm import server as vllm_server
 
-    model = Path(os.environ["CONTAGENT_VLLM_MODEL"])
-    meta = Meta.load(model)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        srv = vllm_server.start(model, root / "vllm.log")
-        try:
-            plan = plan_tokens("on", srv.url)
-            runs = root / "runs"
-            with start_proxy_in_thread(srv.url, runs, tokens=True, server=plan.server) as proxy:
-                for name, scenario in SCENARIOS.items():
-                    passed = scenario(Chat(proxy.rollout_base_url(name), meta))
-                    result = RolloutResult(
-                        rollout_id=name, experiment="tokens-vllm", model=MODEL,
-                        status="passed", passed=passed, reward=1.0, stop_condition="finished",
-                    )  # fmt: skip
-                    paths = RolloutPaths.for_rollout(runs, name)
-                    paths.result.write_text(result.model_dump_json() + "\n")
-        finally:
-            srv.stop()
-        yield model, runs
+        runs = Path(tmp) / "runs"
+        for name, scenario in SCENARIOS.items():
+            rid = f"export_{name}"
+            passed = scenario(Chat(proxy.rollout_base_url(rid), meta))
+            result = RolloutResult(
+                rollout_id=rid, experiment="tokens-vllm", model=MODEL,
+                status="passed", passed=passed, reward=1.0, stop_condition="finished",
+            )  # fmt: skip
+            paths = RolloutPaths.for_rollout(record_dir, rid)
+            _settled(paths.exchanges)
+            paths.result.write_text(result.model_dump_json() + "\n")
+            shutil.copytree(paths.root, runs / rid)
+        yield meta.model_dir, runs
 
 
 def _exported(runs: Path, out: Path) -> tuple[dict[str, dict], list[dict]]:
@@ -136,17 +142,17 @@ def test_samples_are_the_servers_tokens_and_validate_is_healthy(
     report = validate(tmp_path / "out" / "results.jsonl")
     assert report.ok, report.violations
     for name in SCENARIOS:
-        assert rows[name]["tokens"]["kinds"] == [], rows[name]["tokens"]
+        assert rows[f"export_{name}"]["tokens"]["kinds"] == [], rows[f"export_{name}"]["tokens"]
     # the prefix-keeping template gives samples over several steps (a partial UTF-8 token
     # the server re-renders as U+FFFD can still break it, which the row then shows)
-    kept = [r for r in records if r["rollout_id"] == "prefix_kept"]
+    kept = [r for r in records if r["rollout_id"] == "export_prefix_kept"]
     assert max(r["num_steps"] for r in kept) >= 2
-    assert len(kept) == 1 + len(rows["prefix_kept"]["tokens"]["breaks"])
+    assert len(kept) == 1 + len(rows["export_prefix_kept"]["tokens"]["breaks"])
     # Qwen3's own template re-renders the call: the prefix breaks, one sample per step
-    assert rows["forced_then_free"]["tokens"]["samples"] == [2]
-    assert len(rows["forced_then_free"]["tokens"]["breaks"]) == 1
+    assert rows["export_forced_then_free"]["tokens"]["samples"] == [2]
+    assert len(rows["export_forced_then_free"]["tokens"]["breaks"]) == 1
     # the critic's sample starts with the step it shares, trained only on the main line
-    assert rows["forked"]["tokens"]["samples"] == [1, 1]
+    assert rows["export_forked"]["tokens"]["samples"] == [1, 1]
     for rec in records:
         raw = read_exchanges(runs / rec["rollout_id"] / "exchanges.jsonl")
         recorded_steps = [
