@@ -7,6 +7,10 @@ outputs with code-like text), then measures, each in a fresh process:
 * bare parse: read every exchanges.jsonl and ``orjson.loads`` each line;
 * ``contagent export --jobs 1`` and ``--jobs 2`` (results.jsonl + Prime-SFT Parquet).
 
+Then, on a second corpus whose raw logs carry token data as a vLLM server gives it
+(prompt ids on every exchange, sampled ids and logprobs), ``--format tokens`` beside
+``--format prime-sft`` on the same bytes (``--token-gb`` sets its size; 0 skips it).
+
 Prints MB/s of raw input, peak RSS, and the size of results.jsonl against the
 raw bytes. Usage: ``python benchmarks/export_bench.py [--gb 1.0] [--dir DIR]``.
 """
@@ -24,9 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-# the repository's tools/ (the rollout builder) is not part of the installed package
+import pyarrow.parquet as pq
+
+# the repository's tools/ (the rollout builders) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tools.rollouts import RolloutBuilder, assistant, call
+from tools.token_rollouts import TokenRolloutBuilder
 
 WORDS = (
     "def return self import from class if else for while try except raise with as "
@@ -44,8 +51,14 @@ def _text(rng: random.Random, n_chars: int) -> str:
     return "\n".join(out)
 
 
-def make_rollout(root: Path, n: int, steps: int, rng: random.Random) -> int:
-    b = RolloutBuilder(f"bench-{n:05d}", _text(rng, 600), system_prompt=_text(rng, 15_000))
+def make_rollout(root: Path, n: int, steps: int, rng: random.Random, tokens: bool = False) -> int:
+    if tokens:
+        # the toy tokenizer gives one id per byte: a 4k-character prompt is ~4k ids
+        b: RolloutBuilder = TokenRolloutBuilder(
+            f"bench-{n:05d}", _text(rng, 300), system_prompt=_text(rng, 4_000)
+        )
+    else:
+        b = RolloutBuilder(f"bench-{n:05d}", _text(rng, 600), system_prompt=_text(rng, 15_000))
     for i in range(steps):
         c = call(f"call_{i}", "terminal", command=f"grep -rn 'pattern{i}' src/ | head -50")
         b.step(assistant(_text(rng, 200), c, reasoning=_text(rng, 300)))
@@ -63,11 +76,13 @@ def make_rollout(root: Path, n: int, steps: int, rng: random.Random) -> int:
     return paths.exchanges.stat().st_size
 
 
-def generate(root: Path, target_bytes: int, steps: int) -> tuple[int, int, int]:
+def generate(
+    root: Path, target_bytes: int, steps: int, tokens: bool = False
+) -> tuple[int, int, int]:
     rng = random.Random(1234)
     total, n, largest = 0, 0, 0
     while total < target_bytes:
-        size = make_rollout(root, n, steps, rng)
+        size = make_rollout(root, n, steps, rng, tokens)
         total, n, largest = total + size, n + 1, max(largest, size)
     return total, n, largest
 
@@ -100,6 +115,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gb", type=float, default=1.0, help="corpus size (default 1.0 GB)")
     parser.add_argument("--steps", type=int, default=60, help="exchanges per rollout (default 60)")
+    parser.add_argument(
+        "--token-gb", type=float, default=0.25, help="token corpus size (default 0.25 GB)"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where to build the corpus")
     parser.add_argument(
         "--baseline-src",
@@ -173,9 +191,38 @@ def main() -> int:
         " parse, with rows nearly as large as the raw logs; targets: >= 0.5x bare on one core,"
         " near-linear with --jobs 2, RSS bounded by the largest rollout, results <= 0.1 of raw."
     )
+    if args.token_gb > 0:
+        token_formats(work, int(args.token_gb * 1e9), args.steps)
     if args.dir is None:
         shutil.rmtree(work)
     return 0
+
+
+def token_formats(work: Path, target_bytes: int, steps: int) -> None:
+    """``--format tokens`` beside ``--format prime-sft`` on one corpus with token data."""
+    corpus = work / "token-corpus"
+    shutil.rmtree(corpus, ignore_errors=True)
+    raw, rollouts, largest = generate(corpus, target_bytes, steps // 2, tokens=True)
+    mb = raw / 1e6
+    print(
+        f"\ntoken corpus: {rollouts} rollouts, {mb:.0f} MB raw with token data, largest "
+        f"rollout {largest / 1e6:.1f} MB"
+    )
+    print(f"{'':30}{'MB/s':>8}{'MB/CPU-s':>10}{'x prime-sft':>13}{'RSS MiB':>9}{'rows':>8}")
+    base = None
+    for fmt in ("prime-sft", "tokens"):
+        out = work / f"token-out-{fmt}"
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, "-m", "contagent", "export", str(corpus), "--out", str(out)]
+        wall, cpu, rss = timed([*cmd, "--filter", "all", "--format", fmt, "--jobs", "1"])
+        shards = sorted((out / fmt / "data").glob("*.parquet"))
+        rows = sum(pq.read_metadata(p).num_rows for p in shards)
+        base = base or mb / cpu
+        print(
+            f"{'export --format ' + fmt:30}{mb / wall:8.1f}{mb / cpu:10.1f}"
+            f"{mb / cpu / base:13.2f}{rss:9.0f}{rows:8}"
+        )
+    print("target: --format tokens >= 0.8x prime-sft's MB per CPU-second on the same corpus.")
 
 
 if __name__ == "__main__":

@@ -18,18 +18,22 @@ from typing import Any
 
 from contagent import chat, rules
 from contagent.errors import ContagentError
+from contagent.formats.base import RolloutData
 from contagent.layout import RolloutPaths
 from contagent.rawlog import RawRollout, read_exchanges, read_result
 from contagent.rows import SCHEMA_VERSION
+from contagent.rules import tokens as token_rules
 from contagent.trajectory import branch_ids
 
 
 @dataclass
 class Derived:
-    """A row (plain dict, ready for orjson) and, per branch, the union of its tool definitions."""
+    """A row (plain dict, ready for orjson), per branch the union of its tool definitions,
+    and the token samples (None when the raw log holds no token data)."""
 
     row: dict[str, Any]
     branch_tools: dict[int, list[dict[str, Any]]]
+    tokens: token_rules.TokenPlan | None = None
 
 
 def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
@@ -183,6 +187,11 @@ def derive_row(
     if truncated:
         problems.append(("truncated", f"truncated: {truncation_reason}"))
 
+    tokens = (
+        token_rules.plan(steps, branch_count, raw.requests, raw.outcomes, usages)
+        if token_rules.has_token_data(raw.outcomes)
+        else None
+    )
     selected = [usages[s["exchange_index"]] for s in steps]
     dropped = [usages[e["exchange_index"]] for e in excluded]
     row = {
@@ -206,9 +215,14 @@ def derive_row(
         "repairs": [{"kind": "merged_tool_fragments", **r} for r in repairs],
         "branches": branch_count,
         "drop_reasoning": drop_reasoning,
+        "tokens": tokens.section() if tokens is not None else None,
         "raw_log": {"path": str(raw.path.resolve()), "sha256": raw.sha256, "bytes": raw.size},
     }
-    return Derived(row, rules.branch_tools(zip((s["branch"] for s in steps), ordered, strict=True)))
+    return Derived(
+        row,
+        rules.branch_tools(zip((s["branch"] for s in steps), ordered, strict=True)),
+        tokens,
+    )
 
 
 def _detail(raw: RawRollout, index: int) -> str | None:
@@ -238,8 +252,8 @@ class RolloutExport:
     row: dict[str, Any]
     raw_bytes: int
     exchanges: int
-    #: per branch, the union of its steps' tool definitions
-    branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    #: what the formats need besides the row: tool unions, token samples
+    data: RolloutData = field(default_factory=RolloutData)
 
 
 def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
@@ -258,5 +272,5 @@ def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExpor
         row=derived.row,
         raw_bytes=raw.size,
         exchanges=len(raw.indices),
-        branch_tools=derived.branch_tools,
+        data=RolloutData(derived.branch_tools, derived.tokens),
     )

@@ -26,10 +26,14 @@ from contagent.chat import USAGE_FIELDS
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
 from contagent.rules import ExcludedReason, NotReadyKind
+from contagent.rules.tokens import TokenKind
 from contagent.versions import NewerVersionError, check_version, version_field
 
 #: The results row's version: the exporter writes it, every reader accepts 1 up to it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Keys a row has from the version given on; an older row may lack them (they read as null).
+SINCE_VERSION: dict[str, int] = {"tokens": 2}
 
 
 class TokenCounts(BaseModel):
@@ -104,6 +108,27 @@ class RawLogRef(_Strict):
     bytes: int
 
 
+class TokenBreak(_Strict):
+    exchange_index: int = Field(ge=0, description="The step whose prompt breaks the prefix.")
+    branch: int = Field(ge=0)
+    position: int = Field(
+        ge=0,
+        description="First position where its prompt ids differ from the previous step's "
+        "prompt ids followed by its sampled ids.",
+    )
+
+
+class TokenSection(_Strict):
+    """What the raw log's token data gives: the token samples of the kept steps, or why none."""
+
+    kinds: list[TokenKind] = Field(
+        description="Why the kept steps give no token samples, sorted; empty when they do."
+    )
+    reason: str | None = Field(description="The steps behind ``kinds``; null when none.")
+    samples: list[int] = Field(description="Token samples per branch (all 0 with kinds).")
+    breaks: list[TokenBreak] = Field(description="Each prefix break, in step order.")
+
+
 class ResultRow(_Strict):
     schema_version: int = version_field(SCHEMA_VERSION, "Results row")
     rollout_id: str
@@ -132,6 +157,11 @@ class ResultRow(_Strict):
     repairs: list[Repair]
     branches: int = Field(ge=0)
     drop_reasoning: bool = Field(description="Export option: reasoning_content left out.")
+    tokens: TokenSection | None = Field(
+        None,
+        description="Token samples for RL (the tokens format); null when the raw log holds "
+        "no token data (rows before version 2 lack it).",
+    )
     raw_log: RawLogRef
 
 
@@ -146,14 +176,15 @@ def row_problem(row: Any) -> str | None:
     """
     if not isinstance(row, dict):
         return f"not a JSON object but {type(row).__name__}"
+    version = SCHEMA_VERSION
     if "schema_version" in row:
         try:
-            check_version(row["schema_version"], SCHEMA_VERSION)
+            version = check_version(row["schema_version"], SCHEMA_VERSION)
         except NewerVersionError:
             raise
         except ContagentError as exc:
             return str(exc)
-    missing = [k for k in ROW_KEYS if k not in row]
+    missing = [k for k in ROW_KEYS if k not in row and SINCE_VERSION.get(k, 1) <= version]
     if missing:
         return f"missing keys: {', '.join(missing)}"
     try:
@@ -248,6 +279,27 @@ class GroupCounts(_Strict):
 UNNAMED = "-"
 
 
+class TokenSummary(_Strict):
+    """The rows' tokens sections, counted."""
+
+    rollouts: int = Field(0, description="Rollouts whose raw log holds token data.")
+    prefix_breaks: int = Field(
+        0, description="Steps whose prompt tokens do not extend the previous step's tokens."
+    )
+    kinds: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rollouts whose kept steps give no token samples, per kind of reason.",
+    )
+
+    def add(self, section: Mapping[str, Any] | None) -> None:
+        if section is None:
+            return
+        self.rollouts += 1
+        self.prefix_breaks += len(section["breaks"])
+        for kind in section["kinds"]:
+            _count(self.kinds, kind)
+
+
 class RowSummary(BaseModel):
     """Totals over a set of results rows: what the export summary, the dataset card and
     the viewer show (one set of figures, one set of charts)."""
@@ -275,6 +327,7 @@ class RowSummary(BaseModel):
         default_factory=dict, description="Rollouts per number of steps (keys are the numbers)."
     )
     tokens: TokenUsage = Field(default_factory=TokenUsage)
+    token_samples: TokenSummary = Field(default_factory=TokenSummary)
     raw_logs: list[str] = Field(
         default_factory=list,
         description="The raw log of every rollout read, in results.jsonl order: the validator "
@@ -301,6 +354,7 @@ class RowSummary(BaseModel):
             _count(self.not_ready_reasons, kind)
         for part in ("billed", "selected", "excluded"):
             getattr(self.tokens, part).add(row["token_usage"][part])
+        self.token_samples.add(row.get("tokens"))
         for name, names, groups in (
             (row.get("experiment"), self.experiments, self.per_experiment),
             (row.get("model"), self.models, self.per_model),

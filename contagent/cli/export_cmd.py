@@ -22,8 +22,8 @@ def _export(
         list[str] | None,
         typer.Option(
             "--format",
-            help="Dataset folder to write besides results.jsonl: prime-sft (default) or trl; "
-            "repeat for both. results: results.jsonl alone.",
+            help="Dataset folder to write besides results.jsonl: prime-sft (default), trl or "
+            "tokens (token samples for RL); repeat for several. results: results.jsonl alone.",
         ),
     ] = None,
     rollout_filter: Annotated[
@@ -65,7 +65,8 @@ def _export(
         fail(f"unknown --filter {rollout_filter!r} (passed or all)")
     if push_to_hub and len(formats) != 1:
         fail(
-            "--push-to-hub uploads one dataset folder: give exactly one --format (prime-sft or trl)"
+            "--push-to-hub uploads one dataset folder: give exactly one --format "
+            "(prime-sft, trl or tokens)"
         )
     if push_to_hub:
         from contagent.hub.upload import resolve_token
@@ -104,9 +105,19 @@ def _export(
     for reason, n in sorted(summary.exclusions.items()):
         table.add_row(f"  excluded: {reason}", str(n))
     table.add_row("repairs", str(summary.repairs))
-    table.add_row(
-        "branches written", f"{summary.branches_written} (from {summary.rollouts_written} rollouts)"
-    )
+    if summary.format_rows.keys() != {"tokens"}:
+        table.add_row(
+            "branches written",
+            f"{summary.branches_written} (from {summary.rollouts_written} rollouts)",
+        )
+    if "tokens" in summary.format_rows:
+        table.add_row("token samples written", str(summary.format_rows["tokens"]))
+    tokens = summary.token_samples
+    if tokens.rollouts:
+        table.add_row("rollouts with token data", str(tokens.rollouts))
+        table.add_row("  prefix breaks", str(tokens.prefix_breaks))
+        for kind, n in sorted(tokens.kinds.items()):
+            table.add_row(f"  no token samples: {kind}", str(n))
     for part in ("billed", "selected", "excluded"):
         counts = getattr(summary.tokens, part)
         table.add_row(

@@ -188,11 +188,7 @@ def _columns(fmt: Format) -> str:
 def _intro(c: CardContext) -> str:
     return f"""# {c.fmt.title} dataset
 
-Supervised fine-tuning data exported by contagent
-{c.summary.contagent_version} from recorded coding-agent rollouts. Each row is one conversation
-**branch** of a training-ready rollout that passed the export filter: the exchanges the agent
-actually used, merged into OpenAI-format messages with tool calls, plus the tool definitions the
-model saw. A rollout whose history was rewritten (for example condensed) yields several branches."""
+{c.fmt.about.format(version=c.summary.contagent_version)}"""
 
 
 def _contents(c: CardContext) -> str:
@@ -203,7 +199,7 @@ def _contents(c: CardContext) -> str:
         ("", ""),
         [
             (
-                "Rows (conversation branches)",
+                f"Rows ({c.fmt.rows_are})",
                 f"{facts.num_rows:,} in {facts.num_shards} Parquet shard(s)",
             ),
             ("Rollouts read", f"{summary.rollouts_read:,}"),

@@ -275,7 +275,7 @@ def write_dataset_card(
     with the summary's charts (``images``, drawn here when not given).
 
     Call it after the shards are closed and ``summary`` is final: row counts come
-    from the shards themselves and must agree with ``summary.branches_written``.
+    from the shards themselves and must agree with the summary's ``format_rows``.
     """
     # `datasets` is a heavy import; the exporter's shard writing does not need it.
     from contagent.exporters.card import CardFacts, arrow_bytes, render_card
@@ -283,10 +283,11 @@ def write_dataset_card(
     paths = DatasetFolderPaths(Path(folder))
     shards = paths.shards()
     num_rows = sum(parquet_metadata(p).num_rows for p in shards)
-    if num_rows != summary.branches_written:
+    written = summary.format_rows.get(fmt.name, 0)
+    if num_rows != written:
         raise ContagentError(
             f"{paths.root}: shards hold {num_rows} rows but the export summary says "
-            f"{summary.branches_written} branches were written"
+            f"{written} were written"
         )
     facts = CardFacts(
         num_rows=num_rows,

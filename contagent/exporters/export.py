@@ -24,7 +24,6 @@ from contagent.exporters.dataset_folder import ShardWriter, rows_to_batch, write
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import FILTER_KEY, FORMATS_KEY, format_named
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
-from contagent.rules import selected_for_training
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +56,6 @@ class _Done:
     exchanges: int
 
 
-def _wants_parquet(row: dict[str, Any], options: ExportOptions) -> bool:
-    return bool(options.formats) and selected_for_training(row, options.filter)
-
-
 @contextmanager
 def _without_cyclic_gc() -> Iterator[None]:
     """Parsed JSON holds no reference cycles, so reference counting frees it all.
@@ -87,10 +82,10 @@ def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
     done = build_row(paths, drop_reasoning=options.drop_reasoning)
     row = done.row
     batches = {}
-    if _wants_parquet(row, options):
-        for name in options.formats:
-            fmt = format_named(name)
-            batches[name] = rows_to_batch(fmt.records(row, done.branch_tools), fmt.schema)
+    for name in options.formats:
+        fmt = format_named(name)
+        if fmt.selected(row, options.filter):
+            batches[name] = rows_to_batch(fmt.records(row, done.data), fmt.schema)
     head = {k: v for k, v in row.items() if k not in ("steps", "tools")}
     head["steps_count"] = len(row["steps"])
     return _Done(orjson.dumps(row) + b"\n", head, batches, done.raw_bytes, done.exchanges)
@@ -208,12 +203,17 @@ def _write_rows(
         summary.raw_bytes += done.raw_bytes
         for name, batch in done.batches.items():
             writers[name].write_batch(batch)
-        if done.batches:
-            # Every format holds the same rows: count them once.
-            summary.branches_written += next(iter(done.batches.values())).num_rows
+            summary.format_rows[name] = summary.format_rows.get(name, 0) + batch.num_rows
+        sft = [b for n, b in done.batches.items() if format_named(n).key_columns == ("branch",)]
+        if sft:
+            # The SFT formats hold the same rows, one per branch: count them once.
+            summary.branches_written += sft[0].num_rows
+        if any(b.num_rows for b in done.batches.values()):
             summary.rollouts_written += 1
         if progress:
             progress(n, len(rollouts))
+    for name in writers:
+        summary.format_rows.setdefault(name, 0)
 
 
 def _write_summary(paths: ExportPaths, summary: ExportSummary) -> None:

@@ -17,8 +17,11 @@ class ExportSummary(RowSummary):
     options: dict[str, Any] = Field(description="The export options as given.")
     out_dir: str
     exchanges_read: int = 0
-    branches_written: int = 0
+    branches_written: int = Field(0, description="Rows of each SFT format (one per branch).")
     rollouts_written: int = Field(0, description="Rollouts with at least one Parquet row.")
+    format_rows: dict[str, int] = Field(
+        default_factory=dict, description="Parquet rows written, per format."
+    )
     raw_bytes: int = 0
     results_path: str | None = None
     parquet_files: list[str] = Field(default_factory=list)

@@ -12,7 +12,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from contagent.errors import ContagentError
+from contagent.formats.base import RolloutData
 from contagent.formats.prime_sft import SCHEMA_VERSION, PrimeSft
+from contagent.formats.tokens import Tokens
 from contagent.formats.trl import Trl
 from contagent.versions import check_version
 
@@ -36,15 +38,24 @@ class Format(Protocol):
     column_notes: str
     usage: str
     """Markdown for the card: how a trainer takes this folder."""
+    about: str
+    """Markdown for the card's opening: what the data is and what one row holds
+    (``{version}`` is the contagent version)."""
+    rows_are: str
+    """What a row is, in a few words (e.g. ``conversation branches``)."""
+    key_columns: tuple[str, ...]
+    """The columns that, with ``rollout_id``, name one record of a rollout."""
 
-    def records(
-        self, row: dict[str, Any], branch_tools: dict[int, list[dict[str, Any]]]
-    ) -> list[dict[str, Any]]:
-        """The Parquet records of a training-ready row, one per branch (JSON columns as text)."""
+    def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
+        """Does this format hold records of ``row`` under ``--filter``?"""
+        ...
+
+    def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
+        """The Parquet records of a selected row (JSON columns as text)."""
         ...
 
 
-FORMATS: dict[str, Format] = {f.name: f for f in (PrimeSft(), Trl())}
+FORMATS: dict[str, Format] = {f.name: f for f in (PrimeSft(), Trl(), Tokens())}
 
 
 def format_named(name: str) -> Format:

@@ -15,6 +15,8 @@ import orjson
 import pyarrow as pa
 
 from contagent.chat import sum_usage
+from contagent.formats.base import RolloutData
+from contagent.rules import selected_for_training
 from contagent.trajectory import branch_conversations
 
 #: The version of the dataset folders' records (every format's), written in each shard.
@@ -141,20 +143,32 @@ here. Export with `contagent export ... --format trl` and train on that folder i
 """
 
 
+ABOUT = """\
+Supervised fine-tuning data exported by contagent
+{version} from recorded coding-agent rollouts. Each row is one conversation
+**branch** of a training-ready rollout that passed the export filter: the exchanges the agent
+actually used, merged into OpenAI-format messages with tool calls, plus the tool definitions the
+model saw. A rollout whose history was rewritten (for example condensed) yields several branches."""
+
+
 class PrimeSft:
     """The ``prime-sft`` format (see the module docstring)."""
 
+    key_columns: tuple[str, ...] = ("branch",)
     name = "prime-sft"
     title = "contagent Prime-SFT"
     schema = PRIME_SFT_SCHEMA
     column_docs = COLUMN_DOCS
     usage = USAGE
+    about = ABOUT
+    rows_are = "conversation branches"
     column_notes = (
         "Unset message fields are null (for example `tool_calls` on a user message); `tools` "
         "is a JSON string so that every row has the same type whatever the tools' schemas."
     )
 
-    def records(
-        self, row: dict[str, Any], branch_tools: dict[int, list[dict[str, Any]]]
-    ) -> list[dict[str, Any]]:
-        return branch_records(row, branch_tools)
+    def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
+        return selected_for_training(row, rollout_filter)
+
+    def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
+        return branch_records(row, data.branch_tools)

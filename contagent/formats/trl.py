@@ -15,13 +15,16 @@ import orjson
 import pyarrow as pa
 
 from contagent.errors import ContagentError
-from contagent.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
+from contagent.formats.base import RolloutData
 from contagent.formats.prime_sft import (
+    ABOUT,
     PRIME_SFT_SCHEMA,
     branch_records,
     message_struct,
     schema_metadata,
 )
+from contagent.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
+from contagent.rules import selected_for_training
 
 _JSON = pa.json_()
 
@@ -105,18 +108,22 @@ longest rows (`num_messages` and the token columns help to filter); longer rows 
 class Trl:
     """The ``trl`` format (see the module docstring)."""
 
+    key_columns: tuple[str, ...] = ("branch",)
     name = "trl"
     title = "contagent TRL"
     schema = TRL_SCHEMA
     column_docs = COLUMN_DOCS
     usage = USAGE
+    about = ABOUT
+    rows_are = "conversation branches"
     column_notes = (
         "Unset message fields are null (for example `tool_calls` on a user message). "
         "`arguments` and `tools` use the `Json` feature (declared in this card), so "
         "`load_dataset` gives each call's arguments and each tool as its own object."
     )
 
-    def records(
-        self, row: dict[str, Any], branch_tools: dict[int, list[dict[str, Any]]]
-    ) -> list[dict[str, Any]]:
-        return trl_records(row, branch_tools)
+    def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
+        return selected_for_training(row, rollout_filter)
+
+    def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
+        return trl_records(row, data.branch_tools)

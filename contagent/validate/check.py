@@ -11,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
 from contagent.errors import ContagentError
+from contagent.formats.base import RolloutData
 from contagent.layout import ExportPaths
-from contagent.rawlog import read_exchanges, read_result
+from contagent.rawlog import RawRollout, read_exchanges, read_result
 from contagent.rows import read_results
+from contagent.rules import tokens as token_rules
 from contagent.validate.formats import check_format_folders
 from contagent.validate.invariants import row_problems
 from contagent.validate.rowcheck import derived_problems
@@ -70,7 +72,7 @@ def _validate(results: Path) -> ValidationReport:
         raise ContagentError(f"{results}:{newer.lineno}: {newer.problem}")
     summary = _summary(ExportPaths.of_results(results))
     rows: list[dict[str, Any]] = []
-    branch_tools: dict[str, dict[int, list[Any]]] = {}
+    data: dict[str, RolloutData] = {}
     for line in lines:
         row = line.row
         if row is None:
@@ -79,12 +81,12 @@ def _validate(results: Path) -> ValidationReport:
             continue
         rows.append(row)
         report.training_ready += row["training_ready"] is True
-        tools = _check_row(row, line.lineno, summary, report)
-        if tools is not None:
-            branch_tools[row["rollout_id"]] = tools
+        found = _check_row(row, line.lineno, summary, report)
+        if found is not None:
+            data[row["rollout_id"]] = found
     report.violations.extend(_set_problems(rows, summary))
     report.parquet_rows, folder_problems = check_format_folders(
-        ExportPaths.of_results(results), rows, branch_tools, summary
+        ExportPaths.of_results(results), rows, data, summary
     )
     report.violations.extend(Violation(rollout_id=r, reason=p) for r, p in folder_problems)
     return report
@@ -103,8 +105,9 @@ def _summary(paths: ExportPaths) -> dict[str, Any] | None:
 
 def _check_row(
     row: dict[str, Any], lineno: int, summary: dict[str, Any] | None, report: ValidationReport
-) -> dict[int, list[Any]] | None:
-    """The row against its raw log; returns its branches' tool unions, None when unusable."""
+) -> RolloutData | None:
+    """The row against its raw log; returns what its formats' records are rebuilt from
+    (tool unions, token samples), None when the raw log is unusable."""
     rid = str(row["rollout_id"])
 
     def violate(reason: str) -> None:
@@ -136,10 +139,27 @@ def _check_row(
         problems.append(f"row at line {lineno} is malformed ({type(exc).__name__}: {exc})")
     for problem in dict.fromkeys(problems):
         violate(problem)
-    return rules.branch_tools(
+    tools = rules.branch_tools(
         (step["branch"], raw.requests.get(step["exchange_index"], {}).get("body"))
         for step in row["steps"]
     )
+    return RolloutData(tools, _token_plan(row, raw))
+
+
+def _token_plan(row: dict[str, Any], raw: RawRollout) -> token_rules.TokenPlan | None:
+    """The token samples rebuilt from the raw log, for the row's steps (checked above)."""
+    if not token_rules.has_token_data(raw.outcomes):
+        return None
+    try:
+        return token_rules.plan(
+            row["steps"],
+            row["branches"],
+            raw.requests,
+            raw.outcomes,
+            {i: raw.usage(i) for i in raw.indices},
+        )
+    except (KeyError, TypeError, IndexError, ValueError):
+        return None  # the row's steps are not the raw log's; derived_problems says so
 
 
 def _set_problems(rows: list[dict[str, Any]], summary: dict[str, Any] | None) -> list[Violation]:

@@ -3,31 +3,42 @@
 For each format folder: its shard set is complete and readable, every shard has the
 format's schema and records the ``--filter`` the export used (read from the shards,
 so the export's summary file is not needed), and the records are exactly those the
-format builds from the rows, one per branch of each selected row, nothing else.
+format builds from the rows (one per branch of each selected row, or one per token
+sample), nothing else.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from contagent import rules
 from contagent.errors import ContagentError
 from contagent.formats import FILTER_KEY, FORMATS, FORMATS_KEY, Format, format_of, format_version
+from contagent.formats.base import RolloutData
 from contagent.formats.folder import read_dataset_folder
 from contagent.layout import ExportPaths
+from contagent.validate.tokens import sample_problems
 
 Problem = tuple[str | None, str]
 """(rollout id or None for the folder as a whole, reason)."""
 
-BranchTools = dict[str, dict[int, list[Any]]]
+#: Per format, invariants its records must hold against the raw log, checked besides the
+#: rebuild (they do not use the rule that cut the records).
+_INVARIANTS: dict[str, Callable[[str, list[dict[str, Any]], RolloutData], list[Problem]]] = {
+    "tokens": sample_problems
+}
+
+RowData = dict[str, RolloutData]
+"""Per rollout id, what its records are rebuilt from besides the row."""
 
 
 def check_format_folders(
     paths: ExportPaths,
     rows: list[dict[str, Any]],
-    branch_tools: BranchTools,
+    data: RowData,
     summary: dict[str, Any] | None,
 ) -> tuple[int, list[Problem]]:
     """Check every format folder of the export against the rows and the export's summary
@@ -37,7 +48,7 @@ def check_format_folders(
     records = 0
     claimed: set[str] = set(_summary_formats(summary))
     for name in present:
-        n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, branch_tools)
+        n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, data)
         records += n
         problems += folder_problems
         claimed |= written
@@ -54,7 +65,7 @@ def _summary_formats(summary: dict[str, Any] | None) -> list[str]:
 
 
 def _check_folder(
-    paths: ExportPaths, fmt: Format, rows: list[dict[str, Any]], branch_tools: BranchTools
+    paths: ExportPaths, fmt: Format, rows: list[dict[str, Any]], data: RowData
 ) -> tuple[int, list[Problem], set[str]]:
     where = fmt.name
     try:
@@ -86,7 +97,7 @@ def _check_folder(
         problems.append((None, f"{where}/: shards do not record one --filter (found {filters})"))
         return sum(t.num_rows for t in tables), problems, written
     (chosen,) = filters
-    n, record_problems = _check_records(fmt, tables, rows, branch_tools, chosen)
+    n, record_problems = _check_records(fmt, tables, rows, data, chosen)
     return n, problems + record_problems, written
 
 
@@ -94,48 +105,84 @@ def _check_records(
     fmt: Format,
     tables: list[Any],
     rows: list[dict[str, Any]],
-    branch_tools: BranchTools,
+    data: RowData,
     chosen: str,
 ) -> tuple[int, list[Problem]]:
-    wanted = {r["rollout_id"]: r for r in rows if rules.selected_for_training(r, chosen)}
-    expected: dict[str, list[dict[str, Any]]] = {}
-    found: dict[str, set[int]] = {}
+    """The folder's records are exactly those the format builds from the selected rows."""
+    wanted = {r["rollout_id"]: r for r in rows if fmt.selected(r, chosen)}
+    expected: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+    found: dict[str, set[tuple[Any, ...]]] = {}
+    by_rollout: dict[str, list[dict[str, Any]]] = {}
     problems: list[Problem] = []
     n = 0
     for table in tables:
         for rec in table.to_pylist():
             n += 1
-            rid, branch = rec.get("rollout_id"), rec.get("branch")
+            rid = rec.get("rollout_id")
+            key = tuple(rec.get(c) for c in fmt.key_columns)
             row = wanted.get(rid) if isinstance(rid, str) else None
             if row is None:
                 problems.append((rid, f"{fmt.name}: record for a rollout that is not selected"))
                 continue
-            if branch in found.setdefault(rid, set()):
-                problems.append((rid, f"{fmt.name}: branch {branch} twice"))
-            found[rid].add(branch)
+            if key in found.setdefault(rid, set()):
+                problems.append((rid, f"{fmt.name}: {_name(fmt, key)} twice"))
+            found[rid].add(key)
             if rid not in expected:
-                try:
-                    expected[rid] = fmt.records(row, branch_tools.get(rid, {}))
-                except (ContagentError, KeyError, TypeError, ValueError) as exc:
-                    problems.append((rid, f"{fmt.name}: cannot rebuild the records ({exc})"))
-                    expected[rid] = []
-            problems += _record_problems(fmt, rid, rec, expected[rid])
+                expected[rid], rebuild = _expected(fmt, row, data.get(rid, RolloutData()))
+                problems += rebuild
+            problems += _record_problems(fmt, rid, rec, key, expected[rid])
+            by_rollout.setdefault(rid, []).append(rec)
     for rid, row in wanted.items():
-        if len(found.get(rid, ())) != row["branches"]:
-            problems.append((rid, f"{fmt.name}: lacks branches of a selected training-ready row"))
+        if rid not in expected:
+            expected[rid], rebuild = _expected(fmt, row, data.get(rid, RolloutData()))
+            problems += rebuild
+        lacking = expected[rid].keys() - found.get(rid, set())
+        if lacking:
+            what = ", ".join(_name(fmt, k) for k in sorted(lacking))
+            problems.append((rid, f"{fmt.name}: lacks {what} of a selected row"))
+    invariants = _INVARIANTS.get(fmt.name)
+    if invariants is not None:
+        for rid, records in by_rollout.items():
+            problems += invariants(rid, records, data.get(rid, RolloutData()))
     return n, problems
 
 
+def _expected(
+    fmt: Format, row: dict[str, Any], data: RolloutData
+) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[Problem]]:
+    try:
+        records = fmt.records(row, data)
+    except (ContagentError, KeyError, TypeError, ValueError) as exc:
+        return {}, [(row["rollout_id"], f"{fmt.name}: cannot rebuild the records ({exc})")]
+    return {tuple(r[c] for c in fmt.key_columns): r for r in records}, []
+
+
+def _name(fmt: Format, key: tuple[Any, ...]) -> str:
+    return " ".join(f"{c} {v}" for c, v in zip(fmt.key_columns, key, strict=True))
+
+
 def _record_problems(
-    fmt: Format, rid: str, rec: dict[str, Any], expected: list[dict[str, Any]]
+    fmt: Format,
+    rid: str,
+    rec: dict[str, Any],
+    key: tuple[Any, ...],
+    expected: dict[tuple[Any, ...], dict[str, Any]],
 ) -> list[Problem]:
-    """Each column of ``rec`` that differs from the branch rebuilt from its row."""
-    branch = rec.get("branch")
-    want = next((e for e in expected if e["branch"] == branch), None)
+    """Each column of ``rec`` that differs from the record rebuilt from its row."""
+    want = expected.get(key)
     if want is None:
-        return [(rid, f"{fmt.name} branch {branch}: the row has no such branch")]
+        return [(rid, f"{fmt.name} {_name(fmt, key)}: the row gives no such record")]
     return [
-        (rid, f"{fmt.name} branch {branch}: {column} differs from the row")
+        (rid, f"{fmt.name} {_name(fmt, key)}: {column} differs from the row")
         for column in fmt.schema.names
-        if rec.get(column) != want.get(column)
+        if not _same(rec.get(column), want.get(column))
     ]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with NaN equal to NaN (a temperature the request did not set)."""
+    if a == b:
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)

@@ -43,7 +43,7 @@ def derived_problems(
     for key in ROW_KEYS:
         if key == "raw_log":
             continue  # the caller checks path, checksum and size
-        have, want = row[key], expected[key]
+        have, want = row.get(key), expected[key]
         if key in _ENTRY_LISTS and isinstance(have, list):
             problems.extend(_list_problems(key, have, want))
         elif have != want:

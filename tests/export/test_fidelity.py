@@ -9,12 +9,13 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from contagent import chat, rules
+from contagent import chat, records, rules
 from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import find_rollouts
 from contagent.records import SCHEMA_VERSION
 from contagent.responses import is_responses_path
+from contagent.rows import SCHEMA_VERSION as ROW_SCHEMA_VERSION
 from contagent.validate import check
 from contagent.validate.check import validate
 from tests.helpers import cli, read_rows
@@ -181,9 +182,11 @@ def test_newer_schema_versions_are_refused(samples: Path, tmp_path: Path) -> Non
     out = tmp_path / "o2"
     export([samples / "clean_pass"], out)
     rows = read_rows(out / "results.jsonl")
-    (out / "results.jsonl").write_bytes(orjson.dumps({**rows[0], "schema_version": 2}) + b"\n")
+    row_newer = ROW_SCHEMA_VERSION + 1
+    newer_row = {**rows[0], "schema_version": row_newer}
+    (out / "results.jsonl").write_bytes(orjson.dumps(newer_row) + b"\n")
     proc = cli("validate", str(out / "results.jsonl"))
-    assert proc.returncode == 2 and "schema_version 2 is newer" in proc.stderr
+    assert proc.returncode == 2 and f"schema_version {row_newer} is newer" in proc.stderr
 
 
 def test_validator_internal_error_has_its_own_exit_code(

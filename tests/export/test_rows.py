@@ -40,7 +40,7 @@ def test_read_results_numbers_lines_and_names_each_problem(exported: Path, tmp_p
     bad_type = {**good[0], "branches": "2"}
     missing = {k: v for k, v in good[1].items() if k != "steps"}
     newer = {**good[2], "schema_version": rows.SCHEMA_VERSION + 1}
-    extra = {**good[3], "tokens": {}}
+    extra = {**good[3], "token_ids": {}}
     write_rows(path, [good[0], bad_type])
     with path.open("ab") as fh:
         fh.write(b"\n  \nnot json\n")
@@ -54,7 +54,7 @@ def test_read_results_numbers_lines_and_names_each_problem(exported: Path, tmp_p
     assert lines[2].problem.startswith("not JSON (") and lines[2].rollout_id is None
     assert lines[3].problem == "missing keys: steps"
     assert lines[4].newer and "is newer than this contagent reads" in lines[4].problem
-    assert lines[5].problem.startswith("tokens: ")
+    assert lines[5].problem.startswith("token_ids: ")
     data = path.read_bytes()
     start, end = lines[3].span
     assert orjson.loads(data[start:end]) == missing

@@ -111,6 +111,7 @@ def make_summary(rows: int, **overrides: Any) -> ExportSummary:
         "steps_selected": 380,
         "repairs": 4,
         "branches_written": rows,
+        "format_rows": {"prime-sft": rows},
         "rollouts_written": 6,
         "models": ["qwen3-coder", "gpt|odd"],
         "experiments": ["exp-a"],

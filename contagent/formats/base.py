@@ -1,0 +1,18 @@
+"""What a format builds its records from besides the results row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from contagent.rules.tokens import TokenPlan
+
+
+@dataclass(frozen=True)
+class RolloutData:
+    """Facts of one rollout's raw log a format needs and its results row does not hold."""
+
+    branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per branch, the union of its steps' tool definitions."""
+    tokens: TokenPlan | None = None
+    """The token samples; None when the raw log holds no token data."""

@@ -1,0 +1,352 @@
+"""Token samples for RL trainers: which token runs a rollout gives (pure functions, no IO).
+
+A *sample* is a maximal run of consecutive kept steps of one branch in which each
+step's prompt token ids begin with exactly the previous step's prompt ids followed
+by the ids it sampled. Its ``token_ids`` are the last step's prompt ids plus its
+sampled ids: every token is one the server reported, at the position it reported,
+so nothing is spliced or re-tokenized. Where the prefix breaks, a new sample starts
+with that step's full prompt, and the break is recorded. A forked branch's first
+sample starts with the steps it shares with the branch it forks from (as context)
+when the prefix holds up to the fork; those shared steps are trained (``mask``
+true) only in the earlier branch's sample, as a trainer trains a shared node once.
+
+The exporter writes these samples and the validator rebuilds them with the same
+functions, so the two never disagree on a boundary.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from contagent.chat import route_ends_with
+from contagent.rules.history import Problem
+
+#: Why a rollout's kept steps give no token samples (the row's tokens section names them).
+TokenKind = Literal["no_tokens", "no_logprobs", "token_mismatch", "bad_tokens"]
+
+#: Request body fields that steer the sampler with a grammar (structured outputs).
+_GUIDED_PREFIX = "guided_"
+
+_MAX_ID = 2**31 - 1  # the samples store int32 ids
+_NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class StepTokens:
+    """The token data of one kept step, read from its raw records."""
+
+    index: int
+    branch: int
+    parent: int | None
+    prompt: list[int]
+    sampled: list[int]
+    logprobs: list[float]
+    temperature: float
+    """The request's temperature; NaN when it set none (the server's default applied)."""
+    constrained: bool
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample: the run of steps whose tokens it holds, context steps first."""
+
+    branch: int
+    sample: int
+    steps: tuple[StepTokens, ...]
+
+    @property
+    def own(self) -> list[StepTokens]:
+        """The steps this sample trains (its branch's), not the fork context before them."""
+        return [s for s in self.steps if s.branch == self.branch]
+
+
+@dataclass(frozen=True)
+class TokenPlan:
+    """A rollout's token samples, or why its kept steps give none."""
+
+    problems: tuple[Problem, ...]
+    samples: tuple[Sample, ...]
+    counts: tuple[int, ...]
+    """Samples per branch (all zero when there are problems)."""
+    breaks: tuple[dict[str, int], ...]
+    """Each prefix break: ``exchange_index``, ``branch`` and the first differing ``position``."""
+    steps: tuple[StepTokens, ...] = ()
+    """Every kept step's token data, in row order (empty when there are problems)."""
+
+    def section(self) -> dict[str, Any]:
+        """The results row's ``tokens`` section."""
+        return {
+            "kinds": sorted({kind for kind, _ in self.problems}),
+            "reason": "; ".join(text for _, text in self.problems) or None,
+            "samples": list(self.counts),
+            "breaks": [dict(b) for b in self.breaks],
+        }
+
+
+def has_token_data(outcomes: dict[int, dict[str, Any]]) -> bool:
+    """Did the proxy record token data for any exchange of this raw log?"""
+    return any(out.get("tokens") is not None for out in outcomes.values())
+
+
+def constrained(body: Any) -> bool:
+    """Was the step sampled under a grammar (its logprobs those of the constrained distribution)?
+
+    A named or ``required`` tool choice, a ``strict`` tool, a JSON response format,
+    ``structured_outputs`` or any ``guided_*`` field. Any object ``tool_choice`` counts,
+    and any ``response_format`` but ``text``: when in doubt, the step is marked.
+    """
+    if not isinstance(body, dict):
+        return False
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) or choice == "required":
+        return True
+    for tool in body.get("tools") or ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            if tool.get("strict") is True or (
+                isinstance(function, dict) and function.get("strict") is True
+            ):
+                return True
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
+        return True
+    if body.get("structured_outputs") is not None:
+        return True
+    return any(k.startswith(_GUIDED_PREFIX) and v is not None for k, v in body.items())
+
+
+def temperature(body: Any) -> float:
+    """The request's ``temperature``, or NaN when it set none."""
+    value = body.get("temperature") if isinstance(body, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return _NAN
+
+
+def _ids(value: Any) -> bool:
+    """A list of int32 token ids (C-speed checks: these lists are long)."""
+    if not isinstance(value, list):
+        return False
+    if not value:
+        return True
+    return set(map(type, value)) == {int} and min(value) >= 0 and max(value) <= _MAX_ID
+
+
+def _logprobs(value: list[Any]) -> bool:
+    if not value:
+        return True
+    if not set(map(type, value)) <= {float, int}:
+        return False
+    return math.isfinite(math.fsum(value))
+
+
+def _choice(tokens: dict[str, Any]) -> dict[str, Any] | None:
+    """The token data of choice 0: the choice a step's response is."""
+    choices = tokens.get("choices")
+    if not isinstance(choices, list):
+        return None
+    return next((c for c in choices if isinstance(c, dict) and c.get("index") == 0), None)
+
+
+def step_tokens(
+    step: dict[str, Any],
+    request: dict[str, Any],
+    outcome: dict[str, Any],
+    usage: dict[str, int] | None,
+) -> StepTokens | Problem:
+    """The token data of a kept step (a row's step, with its raw records), or what is wrong."""
+    index = step["exchange_index"]
+    where = f"step {index}"
+    if request.get("api") == "responses" or not route_ends_with(
+        request.get("path"), "/chat/completions"
+    ):
+        return ("no_tokens", f"{where}: its route returns no token ids")
+    found = _token_data(outcome.get("tokens"), usage, where)
+    if not isinstance(found[0], list):
+        return found
+    prompt, sampled, logprobs = found
+    body = request.get("body")
+    return StepTokens(
+        index=index,
+        branch=step["branch"],
+        parent=step["extends"],
+        prompt=prompt,
+        sampled=sampled,
+        logprobs=logprobs,
+        temperature=temperature(body),
+        constrained=constrained(body),
+    )
+
+
+def _token_data(
+    data: Any, usage: dict[str, int] | None, where: str
+) -> tuple[list[int], list[int], list[float]] | Problem:
+    """(prompt ids, sampled ids, logprobs) of choice 0 from an outcome's ``tokens``, checked."""
+    choice = _choice(data) if isinstance(data, dict) else None
+    if choice is None or data.get("prompt_token_ids") is None or choice.get("token_ids") is None:
+        return ("no_tokens", f"{where}: no prompt and sampled token ids recorded")
+    prompt, sampled, logprobs = (
+        data["prompt_token_ids"],
+        choice["token_ids"],
+        choice.get("logprobs"),
+    )
+    if not _ids(prompt) or not _ids(sampled):
+        return ("bad_tokens", f"{where}: token ids that are not int32 ids")
+    if logprobs is None:
+        return ("no_logprobs", f"{where}: no logprobs of its sampled tokens")
+    if not isinstance(logprobs, list) or not _logprobs(logprobs):
+        return ("bad_tokens", f"{where}: logprobs that are not finite numbers")
+    if len(logprobs) != len(sampled):
+        return (
+            "token_mismatch",
+            f"{where}: {len(sampled)} sampled tokens but {len(logprobs)} logprobs",
+        )
+    counts = _usage_mismatch(usage, len(prompt), data["choices"])
+    if counts:
+        return ("token_mismatch", f"{where}: {counts}")
+    return prompt, sampled, logprobs
+
+
+def _usage_mismatch(usage: dict[str, int] | None, prompt: int, choices: list[Any]) -> str | None:
+    """Usage disagreeing with the ids: the ids are not those the server counted."""
+    if usage is None:
+        return None
+    if usage["prompt_tokens"] != prompt:
+        return f"usage says {usage['prompt_tokens']} prompt tokens, the ids are {prompt}"
+    lengths = [c.get("token_ids") for c in choices if isinstance(c, dict)]
+    if all(isinstance(ids, list) for ids in lengths):
+        sampled = sum(len(ids) for ids in lengths if isinstance(ids, list))
+        if usage["completion_tokens"] != sampled:
+            return (
+                f"usage says {usage['completion_tokens']} completion tokens, "
+                f"the sampled ids are {sampled}"
+            )
+    return None
+
+
+def first_difference(prompt: list[int], before: StepTokens) -> int | None:
+    """Where ``prompt`` stops extending ``before``'s prompt and sampled ids; None when it does."""
+    n, m = len(before.prompt), len(before.sampled)
+    if len(prompt) >= n + m and prompt[:n] == before.prompt and prompt[n : n + m] == before.sampled:
+        return None
+    expected = before.prompt + before.sampled
+    for pos, (a, b) in enumerate(zip(prompt, expected, strict=False)):
+        if a != b:
+            return pos
+    return min(len(prompt), len(expected))
+
+
+def plan_samples(steps: list[StepTokens], branches: int) -> TokenPlan:
+    """Cut sound steps (in row order, each after the step it extends) into samples."""
+    by_index = {s.index: s for s in steps}
+    head: dict[int, int] = {}  # step -> the first step of the prefix run through it
+    breaks: list[dict[str, int]] = []
+    for step in steps:
+        head[step.index] = step.index
+        if step.parent is None:
+            continue
+        parent = by_index[step.parent]
+        pos = first_difference(step.prompt, parent)
+        if pos is None:
+            head[step.index] = head[parent.index]
+        else:
+            breaks.append({"exchange_index": step.index, "branch": step.branch, "position": pos})
+    samples: list[Sample] = []
+    counts = [0] * branches
+    for branch in range(branches):
+        own = [s for s in steps if s.branch == branch]
+        for pos, step in enumerate(own):
+            ends_run = pos + 1 == len(own) or head[own[pos + 1].index] == own[pos + 1].index
+            if ends_run:
+                samples.append(Sample(branch, counts[branch], _run(step, head, by_index)))
+                counts[branch] += 1
+    return TokenPlan((), tuple(samples), tuple(counts), tuple(breaks), tuple(steps))
+
+
+def _run(
+    last: StepTokens, head: dict[int, int], by_index: dict[int, StepTokens]
+) -> tuple[StepTokens, ...]:
+    run = [last]
+    while run[-1].index != head[last.index]:
+        run.append(by_index[run[-1].parent])  # type: ignore[index]
+    return tuple(reversed(run))
+
+
+def plan(
+    steps: list[dict[str, Any]],
+    branches: int,
+    requests: dict[int, dict[str, Any]],
+    outcomes: dict[int, dict[str, Any]],
+    usages: dict[int, dict[str, int] | None],
+) -> TokenPlan:
+    """The token samples of a row's kept ``steps``, read from the raw records."""
+    sound: list[StepTokens] = []
+    problems: list[Problem] = []
+    for step in steps:
+        i = step["exchange_index"]
+        found = step_tokens(step, requests[i], outcomes[i], usages.get(i))
+        if isinstance(found, StepTokens):
+            sound.append(found)
+        else:
+            problems.append(found)
+    if problems:
+        return TokenPlan(tuple(problems), (), (0,) * branches, ())
+    return plan_samples(sound, branches)
+
+
+@dataclass(frozen=True)
+class SampleTokens:
+    """A sample's per-token columns."""
+
+    token_ids: list[int]
+    mask: list[bool]
+    logprobs: list[float]
+    temperatures: list[float]
+    constrained: list[bool]
+
+
+def sample_tokens(sample: Sample) -> SampleTokens:
+    """Lay a sample's steps out token by token.
+
+    ``mask`` is true on the sampled tokens of the sample's own steps, with their
+    logprobs (0 elsewhere); each step's temperature covers the tokens it added (the
+    new prompt tokens and its sampled ones); ``constrained`` is true on the sampled
+    tokens of steps sampled under a grammar. Floats are rounded to float32 as stored.
+    """
+    last = sample.steps[-1]
+    token_ids = last.prompt + last.sampled
+    n = len(token_ids)
+    mask = [False] * n
+    logprobs = array("f", bytes(4 * n))
+    temperatures = array("f", [_NAN]) * n
+    marks = [False] * n
+    start = 0
+    for step in sample.steps:
+        a = len(step.prompt)
+        b = a + len(step.sampled)
+        temperatures[start:b] = array("f", [step.temperature]) * (b - start)
+        if step.constrained:
+            marks[a:b] = [True] * (b - a)
+        if step.branch == sample.branch:
+            mask[a:b] = [True] * (b - a)
+            logprobs[a:b] = array("f", step.logprobs)
+        start = b
+    return SampleTokens(token_ids, mask, logprobs.tolist(), temperatures.tolist(), marks)
+
+
+def selected_for_tokens(row: dict[str, Any], rollout_filter: str) -> bool:
+    """Does a results row's rollout give token samples under ``rollout_filter`` (``--filter``)?
+
+    Its kept steps must be sound: it is training-ready, or its only not-ready kind is
+    ``truncated`` (RL masks overlong rollouts rather than dropping them), and every kept
+    step has sound token data. Then ``--filter`` applies as for the other formats.
+    """
+    tokens = row.get("tokens")
+    if not isinstance(tokens, dict) or tokens.get("kinds"):
+        return False
+    if not (row["training_ready"] or row["not_ready_kinds"] == ["truncated"]):
+        return False
+    return rollout_filter == "all" or row.get("passed") is True
