@@ -9,7 +9,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from contagent import chat, records, rules
+from contagent import chat, rules
 from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import find_rollouts

@@ -107,10 +107,9 @@ def _settled(log: Path, timeout_s: float = 30.0) -> None:
 def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Path]]:
     """(the tier's model, a folder of this module's rollouts, recorded through the session's
     proxy into the session's real server)."""
-    from tests.vllm.conversations import MODEL, Chat
-
     from contagent.layout import RolloutPaths
     from contagent.records import RolloutResult
+    from tests.vllm.conversations import MODEL, Chat
 
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"
