@@ -277,8 +277,8 @@ def write_dataset_card(
     Call it after the shards are closed and ``summary`` is final: row counts come
     from the shards themselves and must agree with ``summary.branches_written``.
     """
-    # `datasets` is a heavy import; the exporter's shard writing does not need it.
-    from contagent.exporters.card import CardFacts, arrow_bytes, render_card
+    from contagent.exporters.card import CardFacts, render_card
+    from contagent.exporters.hub_meta import arrow_bytes
 
     paths = DatasetFolderPaths(Path(folder))
     shards = paths.shards()
@@ -291,7 +291,7 @@ def write_dataset_card(
     facts = CardFacts(
         num_rows=num_rows,
         num_shards=len(shards),
-        num_bytes=arrow_bytes(shards, fmt.schema),
+        num_bytes=arrow_bytes(shards),
         download_size=sum(p.stat().st_size for p in shards),
         data_files=paths.SHARD_GLOB,
         charts=tuple(

@@ -12,8 +12,11 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from contagent.errors import ContagentError
+from contagent.exporters import card
+from contagent.exporters.card import CardFacts
 from contagent.exporters.dataset_folder import rows_to_batch
 from contagent.exporters.hub_meta import arrow_bytes, features_yaml
 from contagent.formats import FORMATS
@@ -98,3 +101,39 @@ def test_split_bytes_are_what_datasets_counts(tmp_path: Path, name: str) -> None
     pq.write_table(table.slice(0, 15), shards[0], row_group_size=4)
     pq.write_table(table.slice(15), shards[1], row_group_size=8)
     assert arrow_bytes(shards) == _datasets_bytes(shards, schema) > 0
+
+
+@pytest.mark.parametrize("license", [None, "apache-2.0"])
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_card_front_matter_is_what_datasets_own_writers_give(name: str, license: str) -> None:
+    from datasets.info import DatasetInfosDict
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCardData
+
+    fmt = FORMATS[name]
+    facts = CardFacts(
+        num_rows=1234, num_shards=2, num_bytes=56789, download_size=4321, data_files="data/train-*"
+    )
+    splits = datasets.SplitDict()
+    splits.add(datasets.SplitInfo(name="train", num_bytes=56789, num_examples=1234))
+    info = datasets.DatasetInfo(
+        features=datasets.Features.from_arrow_schema(fmt.schema),
+        splits=splits,
+        download_size=4321,
+        dataset_size=56789,
+    )
+    reference = DatasetCardData(
+        license=license or "other",
+        license_name=None if license else card.LICENSE_NAME,
+        license_link=None if license else card.LICENSE_LINK,
+        size_categories=["1K<n<10K"],
+        task_categories=card.TASK_CATEGORIES,
+        tags=card.TAGS,
+        pretty_name=fmt.title,
+    )
+    DatasetInfosDict({"default": info}).to_dataset_card_data(reference)
+    MetadataConfigs(
+        {"default": {"data_files": [{"split": "train", "path": "data/train-*"}]}}
+    ).to_dataset_card_data(reference)
+    mine = yaml.dump(card.card_data(fmt, facts, license), sort_keys=False, allow_unicode=True)
+    assert mine.strip() == reference.to_yaml()
