@@ -52,8 +52,11 @@ def _export(
     max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
+    from contagent.exporters.dataset_folder import arrow_without_pandas
     from contagent.exporters.export import ExportOptions, export
     from contagent.formats import FORMATS
+
+    arrow_without_pandas()  # this process hands pyarrow no pandas objects
 
     given = format_names or ["prime-sft"]
     for name in given:
