@@ -26,8 +26,8 @@ from contagent.runner.transfer import land, pack
 from contagent.validate.check import validate
 from contagent.viewer.rollout_view import raw_exchange
 from contagent.viewer.source import open_source
-from tests.conftest import cli
-from tests.runner.conftest import write_experiment
+from tests.helpers import cli
+from tests.runner.helpers import write_experiment
 from tools.corpus import make_rollout
 
 

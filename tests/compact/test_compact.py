@@ -17,7 +17,7 @@ from contagent.compact import compact_dirs, compact_rollout
 from contagent.layout import RolloutPaths, find_rollouts
 from contagent.proxy.recorder import Recorder, RecordError
 from contagent.rawlog import read_log_bytes
-from tests.conftest import REPO, cli
+from tests.helpers import REPO, cli
 from tools.corpus import make_rollout
 
 
