@@ -48,7 +48,7 @@ try:
     runpy.run_module("contagent", run_name="__main__")
 except SystemExit:
     pass
-print(",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+print("heavy:" + ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
 """
 
 
@@ -56,7 +56,10 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU seconds (user + system, every process) of a command."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # run outside any source tree: `python -m` puts the working folder first on sys.path
+    subprocess.run(
+        cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/"
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -77,8 +80,10 @@ def imports(args: list[str], env: dict[str, str]) -> str:
         env=env,
         capture_output=True,
         text=True,
+        cwd="/",
     )
-    return proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    marked = [line for line in proc.stderr.splitlines() if line.startswith("heavy:")]
+    return marked[-1].removeprefix("heavy:") if marked else "?"
 
 
 def main() -> int:
