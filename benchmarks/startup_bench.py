@@ -31,9 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from contagent.testing.corpus import generate, make_rollout
-
 REPO = Path(__file__).resolve().parent.parent
+# the repository's tools/ (the corpus generator) is not part of the installed package
+sys.path.insert(0, str(REPO))
+from tools.corpus import generate, make_rollout  # noqa: E402
+
 HEAVY = ("pandas", "datasets", "matplotlib", "pyarrow.dataset", "huggingface_hub", "aiohttp")
 BARE = """
 import sys, orjson, pathlib
