@@ -414,6 +414,8 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
 
 def compact_finished(paths: RolloutPaths) -> None:
     """Compact an ended rollout's raw log; one that cannot be is kept plain, with a warning."""
+    if not paths.exchanges.exists():
+        return  # nothing recorded, or compacted already
     done = compact_rollout(paths)
     if done.status not in ("compacted", "already"):
         log.warning("rollout %s: raw log not compacted: %s", paths.rollout_id, done.note)
