@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import shutil
 import subprocess
@@ -32,60 +31,7 @@ import pyarrow.parquet as pq
 
 # the repository's tools/ (the rollout builders) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tools.rollouts import RolloutBuilder, assistant, call
-from tools.token_rollouts import TokenRolloutBuilder
-
-WORDS = (
-    "def return self import from class if else for while try except raise with as "
-    "lambda yield async await None True False print len range open path json data "
-    "value key result error \"quoted\" 'single' {brace} [list] (paren) \\backslash"
-).split()
-
-
-def _text(rng: random.Random, n_chars: int) -> str:
-    out, size = [], 0
-    while size < n_chars:
-        line = " ".join(rng.choices(WORDS, k=rng.randint(3, 12)))
-        out.append(line)
-        size += len(line) + 1
-    return "\n".join(out)
-
-
-def make_rollout(root: Path, n: int, steps: int, rng: random.Random, tokens: bool = False) -> int:
-    if tokens:
-        # the toy tokenizer gives one id per byte: a 4k-character prompt is ~4k ids
-        b: RolloutBuilder = TokenRolloutBuilder(
-            f"bench-{n:05d}", _text(rng, 300), system_prompt=_text(rng, 4_000)
-        )
-    else:
-        b = RolloutBuilder(f"bench-{n:05d}", _text(rng, 600), system_prompt=_text(rng, 15_000))
-    for i in range(steps):
-        c = call(f"call_{i}", "terminal", command=f"grep -rn 'pattern{i}' src/ | head -50")
-        b.step(assistant(_text(rng, 200), c, reasoning=_text(rng, 300)))
-        b.tool_output(
-            f"call_{i}",
-            "terminal",
-            _text(rng, rng.randint(500, 2500)),
-            fragments=2 if i % 10 == 0 else 1,
-        )
-    b.step(assistant(None, call("call_end", "finish", message="done")))
-    paths = b.write(
-        root,
-        {"passed": True, "status": "passed", "experiment": "bench", "stop_condition": "finished"},
-    )
-    return paths.exchanges.stat().st_size
-
-
-def generate(
-    root: Path, target_bytes: int, steps: int, tokens: bool = False
-) -> tuple[int, int, int]:
-    rng = random.Random(1234)
-    total, n, largest = 0, 0, 0
-    while total < target_bytes:
-        size = make_rollout(root, n, steps, rng, tokens)
-        total, n, largest = total + size, n + 1, max(largest, size)
-    return total, n, largest
-
+from tools.corpus import generate
 
 BARE = """
 import sys, orjson, pathlib

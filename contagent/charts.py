@@ -1,4 +1,4 @@
-"""Charts of an export, drawn with matplotlib: SVG for the viewer, PNG for the dataset card.
+"""Charts of an export: SVG for the viewer (matplotlib), PNG for the dataset card (Pillow).
 
 A chart is plain data (:class:`Chart`); :func:`render` draws it. Only matplotlib's
 object API and the Agg/SVG canvases are used (no ``pyplot`` global state), so
@@ -185,7 +185,19 @@ class CardImage:
 
 def card_images(summary: RowSummary) -> list[CardImage]:
     """The summary's charts drawn as PNGs, once per export whatever the number of folders."""
-    return [CardImage(c.title, f"{c.slug}.png", render(c, "png")) for c in summary_charts(summary)]
+    return [CardImage(c.title, f"{c.slug}.png", card_png(c)) for c in summary_charts(summary)]
+
+
+def card_png(chart: Chart) -> bytes:
+    """``chart`` as the dataset card shows it: a PNG drawn by :mod:`contagent.chart_png`."""
+    from contagent import chart_png
+
+    if chart.kind == "bar":
+        labels = [_short(label) for label in chart.labels]
+        return chart_png.bars(
+            chart.title, labels, chart.values, chart.xlabel, chart.percent, _COLOR
+        )
+    return chart_png.histogram(chart.title, chart.values, chart.xlabel, "rollouts", _COLOR)
 
 
 def write_card_charts(folder: Path, images: Sequence[CardImage]) -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from contagent import chat, rules
 from contagent.errors import ContagentError
 from contagent.formats.base import RolloutData
 from contagent.layout import RolloutPaths
-from contagent.rawlog import RawRollout, read_exchanges, read_result
+from contagent.rawlog import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
 from contagent.rows import SCHEMA_VERSION
 from contagent.rules import tokens as token_rules
 from contagent.trajectory import branch_ids
@@ -256,10 +256,13 @@ class RolloutExport:
     data: RolloutData = field(default_factory=RolloutData)
 
 
-def build_row(paths: RolloutPaths, drop_reasoning: bool = False) -> RolloutExport:
-    """Read one rollout's raw log and result.json and derive its row; refuse (exit 3) a
-    row that would lose an exchange (fail closed)."""
-    raw = read_exchanges(paths.exchanges)
+def build_row(
+    paths: RolloutPaths, drop_reasoning: bool = False, max_raw_log: int = MAX_RAW_LOG_BYTES
+) -> RolloutExport:
+    """Read one rollout's raw log (in either form, at most ``max_raw_log`` plain bytes) and
+    result.json and derive its row; refuse (exit 3) a row that would lose an exchange
+    (fail closed)."""
+    raw = read_exchanges(paths.raw_log, max_raw_log)
     result = read_result(paths.result) or {}
     derived = derive_row(raw, result, paths.rollout_id, drop_reasoning)
     own = rules.accounting_problems(derived.row, raw.indices)

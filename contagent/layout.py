@@ -23,6 +23,12 @@ def safe_segment(name: str, what: str = "name") -> str:
     return name
 
 
+#: File names of a rollout's raw exchange log: as recorded, and compacted (zstd).
+RAW_LOG_NAME = "exchanges.jsonl"
+COMPACTED_LOG_NAME = "exchanges.jsonl.zst"
+RAW_LOG_NAMES = (RAW_LOG_NAME, COMPACTED_LOG_NAME)
+
+
 @dataclass(frozen=True)
 class RolloutPaths:
     """The files of one rollout.
@@ -31,10 +37,14 @@ class RolloutPaths:
 
         <root>/                       one rollout (its name is the rollout id)
         ├── exchanges.jsonl           raw exchange log, append-only (the proxy writes it)
+        ├── exchanges.jsonl.zst       the same log once compacted (replaces exchanges.jsonl)
+        ├── .exchanges.jsonl.zst.tmp  a compaction in progress (never read)
         └── result.json               outcome of the run (the runner writes it; optional)
 
     A record directory written by ``contagent proxy`` holds one such folder
     per rollout; ``contagent run`` puts them under ``<log-dir>/rollouts/``.
+    The compacted log, when there is one, is a verified copy of the whole
+    recorded log, so it is the one read when both are there.
     """
 
     root: Path
@@ -45,7 +55,29 @@ class RolloutPaths:
 
     @property
     def exchanges(self) -> Path:
-        return self.root / "exchanges.jsonl"
+        """The log as the proxy records it (plain JSON lines)."""
+        return self.root / RAW_LOG_NAME
+
+    @property
+    def compacted(self) -> Path:
+        """The log once compacted: one zstd stream of the same bytes."""
+        return self.root / COMPACTED_LOG_NAME
+
+    @property
+    def compacting(self) -> Path:
+        """Where a compaction writes before the compacted log is renamed into place."""
+        return self.root / f".{COMPACTED_LOG_NAME}.tmp"
+
+    @property
+    def raw_log(self) -> Path:
+        """The raw log on disk: the compacted one if there is one, else the plain one."""
+        return self.compacted if self.compacted.is_file() else self.exchanges
+
+    @classmethod
+    def of_raw_log(cls, log: Path) -> RolloutPaths | None:
+        """The rollout whose raw log (in either form) ``log`` names; None for another name."""
+        log = Path(log)
+        return cls(log.parent) if log.name in RAW_LOG_NAMES else None
 
     @property
     def result(self) -> Path:
@@ -64,8 +96,9 @@ def _unreadable(error: OSError) -> None:
 def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
     """Every rollout directory at or below each of ``run_dirs``, sorted, deduplicated.
 
+    A rollout directory holds ``exchanges.jsonl`` or ``exchanges.jsonl.zst``.
     Symbolic links to folders are followed (each real folder is walked once, so a
-    link loop ends); an ``exchanges.jsonl`` link whose target is gone is an error.
+    link loop ends); a raw-log link whose target is gone is an error.
     """
     found: dict[Path, RolloutPaths] = {}
     for run_dir in run_dirs:
@@ -82,8 +115,10 @@ def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
                 continue
             walked.add((st.st_dev, st.st_ino))
             dirs.sort()
-            if "exchanges.jsonl" in files:
-                log = Path(folder) / "exchanges.jsonl"
+            for name in RAW_LOG_NAMES:
+                if name not in files:
+                    continue
+                log = Path(folder) / name
                 if not log.exists():
                     raise ContagentError(f"{log}: a link to a raw exchange log that does not exist")
                 if log.is_file():
@@ -91,7 +126,9 @@ def find_rollouts(run_dirs: list[Path]) -> list[RolloutPaths]:
                     found.setdefault(paths.root, paths)
     if not found:
         names = ", ".join(str(d) for d in run_dirs)
-        raise ContagentError(f"no rollout (a folder with exchanges.jsonl) under {names}")
+        raise ContagentError(
+            f"no rollout (a folder with {RAW_LOG_NAME} or {COMPACTED_LOG_NAME}) under {names}"
+        )
     return sorted(found.values(), key=lambda p: str(p.root))
 
 
@@ -106,7 +143,7 @@ class RunPaths:
         ├── <name>.result              evaluate.sh output and the verdict
         ├── <name>.err                 stderr of the runner container
         ├── rollouts/
-        │   └── <name>/                a RolloutPaths: exchanges.jsonl + result.json
+        │   └── <name>/                a RolloutPaths: the raw log + result.json
         ├── superseded/<name>-<time>/  an unfinished earlier attempt moved aside by --resume
         ├── runs/<run-id>.log          what each run said on the way out (stops, the summary)
         └── .incoming/<name>-<id>/     a Ray rollout's files while they are checked and moved in

@@ -7,17 +7,25 @@ whether the proxy fenced it off on restart or it is the last line, an index
 gap, a request without outcome, a duplicated index) is not an error here: it is
 returned as ``problems`` so that the exporter keeps the rollout out of training
 data *with the reason on its row*.
+
+A log is read in either form, ``exchanges.jsonl`` or the compacted
+``exchanges.jsonl.zst``; what is parsed, hashed and counted is always the
+record stream (the plain bytes). Reading stops at ``max_bytes`` of them, so a
+log past the limit, a corrupt frame or a decompression bomb is one error
+naming the file, never an unbounded read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+import zstandard
 
 from contagent.chat import usage_counts
 from contagent.errors import ContagentError
@@ -25,6 +33,13 @@ from contagent.records import OUTCOMES, RESULT_SCHEMA_VERSION, SCHEMA_VERSION
 from contagent.responses import normalise_exchanges
 from contagent.versions import check_version
 
+#: The default raw-log size limit, in plain (decompressed) bytes, for every reader.
+MAX_RAW_LOG_BYTES = 1 << 30
+#: How a raw log is compacted: zstd level 3, long-distance matching over a 2^27-byte
+#: window (``zstd -d --long=27`` reads it). Readers refuse frames that need a larger
+#: window, which bounds their memory.
+ZSTD_LEVEL = 3
+ZSTD_WINDOW_LOG = 27
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
 
@@ -76,7 +91,7 @@ def _torn(line: memoryview) -> bool:
     return data.startswith(b"{") and not data.endswith(b"}")
 
 
-def _lines(data: bytes) -> Iterator[memoryview]:
+def _lines(data: bytes | bytearray) -> Iterator[memoryview]:
     """Each newline-terminated line as a view: no copy of a multi-megabyte log."""
     view = memoryview(data)
     start = 0
@@ -85,7 +100,7 @@ def _lines(data: bytes) -> Iterator[memoryview]:
         start = end + 1
 
 
-def parse_exchanges(path: Path, data: bytes) -> RawRollout:
+def parse_exchanges(path: Path, data: bytes | bytearray) -> RawRollout:
     """Parse the bytes of an exchanges.jsonl file (pure, apart from naming ``path`` in errors)."""
     raw = RawRollout(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     lines = _lines(data if data.endswith(b"\n") or not data else data + b"\n")
@@ -153,15 +168,118 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def read_exchanges(path: Path) -> RawRollout:
-    """Read and parse ``path``; raise :class:`ContagentError` when it cannot be read."""
+def read_exchanges(path: Path, max_bytes: int = MAX_RAW_LOG_BYTES) -> RawRollout:
+    """Read and parse the raw log ``path`` (either form); raise :class:`ContagentError`
+    when it cannot be read, is corrupt or holds more than ``max_bytes`` plain bytes."""
+    return parse_exchanges(Path(path), read_log_bytes(Path(path), max_bytes))
+
+
+def zstd_decompressor() -> zstandard.ZstdDecompressor:
+    return zstandard.ZstdDecompressor(max_window_size=1 << ZSTD_WINDOW_LOG)
+
+
+def read_log_bytes(path: Path, max_bytes: int = MAX_RAW_LOG_BYTES) -> bytes | bytearray:
+    """The record stream of the raw log ``path``: its bytes, decompressed if it is ``.zst``."""
+    compacted = path.suffix == ".zst"
+    # a compressed log may be a little larger than its content (incompressible bytes)
+    bound = max_bytes + (max_bytes >> 7) + 65_536 if compacted else max_bytes
     try:
-        data = Path(path).read_bytes()
+        with path.open("rb") as fh:
+            if os.fstat(fh.fileno()).st_size > bound:
+                raise _too_large(path, max_bytes)
+            data = fh.read(bound + 1)  # a log still growing stops here too
     except FileNotFoundError:
         raise ContagentError(f"{path}: raw exchange log not found") from None
     except OSError as exc:
         raise ContagentError(f"{path}: cannot read ({exc.strerror})") from None
-    return parse_exchanges(Path(path), data)
+    if len(data) > bound:
+        raise _too_large(path, max_bytes)
+    return _inflate(memoryview(data), path, max_bytes) if compacted else data
+
+
+def _too_large(path: Path, max_bytes: int) -> ContagentError:
+    return ContagentError(
+        f"{path}: raw log holds more than {max_bytes} bytes, the raw-log limit (--max-raw-log)"
+    )
+
+
+def _inflate(data: memoryview, path: Path, max_bytes: int) -> bytes | bytearray:
+    """Decompress every frame of ``data``, never producing more than ``max_bytes``.
+
+    A frame that declares its size (contagent's and the ``zstd`` tool's do) is
+    decompressed in one call into a buffer of that size, which zstd refuses to
+    overrun; one that does not is read piecewise up to the limit.
+    """
+    dctx = zstd_decompressor()
+    try:
+        frames = list(_frames(data))
+    except (ValueError, zstandard.ZstdError) as exc:
+        raise ContagentError(f"{path}: corrupt zstd frame ({exc})") from None
+    declared = sum(max(size, 0) for _, size in frames)
+    if declared > max_bytes:
+        raise _too_large(path, max_bytes)
+    parts: list[bytes] = []
+    total = 0
+    try:
+        for frame, size in frames:
+            if size >= 0:
+                part = dctx.decompress(frame)
+            else:
+                part = _read_bounded(dctx.stream_reader(frame), max_bytes - total, path)
+            total += len(part)
+            parts.append(part)
+    except zstandard.ZstdError as exc:
+        raise ContagentError(f"{path}: corrupt zstd frame ({exc})") from None
+    if total > max_bytes:
+        raise _too_large(path, max_bytes)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _read_bounded(reader: Any, budget: int, path: Path) -> bytes:
+    chunks, got = [], 0
+    while chunk := reader.read(1 << 20):
+        got += len(chunk)
+        if got > budget:
+            raise _too_large(path, got)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE = 0x184D2A50  # the 16 magic numbers of skippable frames share these bits
+
+
+def _frames(data: memoryview) -> Iterator[tuple[memoryview, int]]:
+    """Each zstd frame of ``data`` with its declared content size (-1: not declared).
+
+    Walks the frame and block headers only (the package exposes no frame-size
+    function); a file that ends inside a frame or holds anything but frames raises.
+    """
+    pos = 0
+    if not data:
+        raise ValueError("the file is empty")
+    while pos < len(data):
+        magic = int.from_bytes(data[pos : pos + 4], "little")
+        if magic & 0xFFFFFFF0 == _SKIPPABLE:
+            pos += 8 + int.from_bytes(data[pos + 4 : pos + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise ValueError(f"no zstd frame at byte {pos}")
+        params = zstandard.get_frame_parameters(data[pos : pos + 18])
+        end = pos + zstandard.frame_header_size(data[pos : pos + 18])
+        last = False
+        while not last:
+            if end + 3 > len(data):
+                raise ValueError("the file ends inside a frame")
+            head = int.from_bytes(data[end : end + 3], "little")
+            last, kind, size = bool(head & 1), (head >> 1) & 3, head >> 3
+            end += 3 + (1 if kind == 1 else size)
+        end += 4 if params.has_checksum else 0
+        if end > len(data):
+            raise ValueError("the file ends inside a frame")
+        size = params.content_size
+        yield data[pos:end], (-1 if size == zstandard.CONTENTSIZE_UNKNOWN else size)
+        pos = end
 
 
 def read_result(path: Path) -> dict[str, Any] | None:

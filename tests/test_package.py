@@ -21,7 +21,7 @@ PACKAGE = REPO / "contagent"
 #: or a later one, never an earlier one. Every top-level module or package is placed here.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "__main__"}),
-    frozenset({"runner", "proxy", "exporters", "validate", "hub", "viewer", "testing"}),
+    frozenset({"runner", "proxy", "exporters", "validate", "hub", "viewer", "testing", "compact"}),
     frozenset({"derive", "formats", "agents", "charts"}),
     frozenset(
         {
@@ -31,6 +31,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "rows",
             "layout",
             "rawlog",
+            "chart_png",
             "responses",
             "trajectory",
             "model_schema",

@@ -29,3 +29,27 @@ def run_guarded(fn: Callable[[], T]) -> T:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt as exc:  # 128 plus the signal's number (Ctrl-C: 130)
         fail("interrupted", getattr(exc, "exit_code", 130))
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+MAX_RAW_LOG_HELP = (
+    "Largest raw log read, in plain (decompressed) bytes for either form; "
+    "a suffix K, M, G (powers of 1024) may follow. Default 1G."
+)
+
+
+def raw_log_limit(text: str | None) -> int:
+    """The ``--max-raw-log`` given, or the readers' default."""
+    from contagent.rawlog import MAX_RAW_LOG_BYTES
+
+    return MAX_RAW_LOG_BYTES if text is None else parse_size(text, "--max-raw-log")
+
+
+def parse_size(text: str, option: str) -> int:
+    """``"256M"`` -> 268435456; a bad size is a one-line error naming ``option``."""
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    number = value[: len(value) - len(unit)]
+    if not number.isdigit() or int(number) < 1:
+        fail(f"{option} {text!r} is not a size (a positive number of bytes, e.g. 512M or 2G)")
+    return int(number) * _UNITS[unit]

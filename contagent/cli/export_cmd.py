@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from contagent.cli._common import console, fail, run_guarded
+from contagent.cli._common import MAX_RAW_LOG_HELP, console, fail, raw_log_limit, run_guarded
 
 
 def _export(
@@ -49,10 +49,14 @@ def _export(
     hub_private: Annotated[
         bool, typer.Option("--hub-private/--hub-public", help="Visibility if the repo is created.")
     ] = True,
+    max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
+    from contagent.exporters.dataset_folder import arrow_without_pandas
     from contagent.exporters.export import ExportOptions, export
     from contagent.formats import FORMATS
+
+    arrow_without_pandas()  # this process hands pyarrow no pandas objects
 
     given = format_names or ["prime-sft"]
     for name in given:
@@ -79,6 +83,7 @@ def _export(
         drop_reasoning=drop_reasoning,
         shard_rows=shard_rows,
         license=license_id,
+        max_raw_log=raw_log_limit(max_raw_log),
     )
     with Progress(
         TextColumn("exporting"),
@@ -137,6 +142,7 @@ def _export(
 def _validate(
     results: Annotated[Path, typer.Argument(help="The results.jsonl an export wrote.")],
     json: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
+    max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Prove from the raw logs that an export kept every rule.
 
@@ -144,7 +150,8 @@ def _validate(
     """
     from contagent.validate.check import validate
 
-    report = run_guarded(lambda: validate(results))
+    limit = raw_log_limit(max_raw_log)
+    report = run_guarded(lambda: validate(results, limit))
     if json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from contagent.cli._common import run_guarded
+from contagent.cli._common import MAX_RAW_LOG_HELP, raw_log_limit, run_guarded
 
 
 def view(
@@ -21,6 +21,7 @@ def view(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
     no_open: Annotated[bool, typer.Option("--no-open", help="Do not open a browser.")] = False,
+    max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Serve summary charts, the rollout list and each rollout's exchanges until Ctrl+C."""
     from contagent.viewer.app import is_loopback, serve
@@ -37,7 +38,8 @@ def view(
         if not no_open:
             webbrowser.open(url)
 
-    run_guarded(lambda: serve(path, host, port, ready))
+    limit = raw_log_limit(max_raw_log)
+    run_guarded(lambda: serve(path, host, port, ready, limit))
 
 
 def register(app: typer.Typer) -> None:

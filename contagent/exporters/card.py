@@ -1,10 +1,11 @@
-"""The text of a dataset card: YAML metadata from ``datasets``' own writers, then prose.
+"""The text of a dataset card: YAML metadata as ``datasets`` writes it, then prose.
 
-The YAML (``configs``, ``dataset_info`` with features and splits) is produced by the
-same classes ``datasets.Dataset.push_to_hub`` uses, so the Hub and ``load_dataset``
-read it exactly as they read a card that ``datasets`` wrote itself (``Json`` features
-included). The body is a list of sections (:data:`SECTIONS`); add one by appending a
-function of :class:`CardContext`.
+The YAML (``configs``, ``dataset_info`` with features and splits) has the form
+``datasets.Dataset.push_to_hub`` gives it, so the Hub and ``load_dataset`` read it
+exactly as they read a card that ``datasets`` wrote itself (``Json`` features
+included); it is computed from the Arrow schema (:mod:`contagent.exporters.hub_meta`)
+without importing ``datasets``. The body is a list of sections (:data:`SECTIONS`);
+add one by appending a function of :class:`CardContext`.
 """
 
 from __future__ import annotations
@@ -12,17 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.dataset as pads
-from datasets import DatasetInfo, Features, SplitDict, SplitInfo
-from datasets.info import DatasetInfosDict
-from datasets.table import table_cast
-from datasets.utils.metadata import MetadataConfigs
-from huggingface_hub import DatasetCard, DatasetCardData
+import yaml
 
+from contagent.exporters.hub_meta import features_yaml
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import Format
 
@@ -72,64 +67,47 @@ def size_category(num_rows: int) -> str:
     return "n>1T"
 
 
-def arrow_bytes(shards: tuple[Path, ...] | list[Path], schema: pa.Schema) -> int:
-    """The ``train`` split's ``num_bytes`` as ``datasets`` computes it when it loads the shards.
-
-    ``datasets`` reads each row group in batches of the first row group's size, casts
-    each to the features' Arrow schema and sums the tables' ``nbytes``; so does this.
-    """
-    target = Features.from_arrow_schema(schema).arrow_schema
-    file_format = pads.ParquetFileFormat()
-    total = 0
-    for shard in shards:
-        with open(shard, "rb") as fh:
-            whole = file_format.make_fragment(fh)
-            for group in range(whole.num_row_groups):
-                fragment = whole.subset(row_group_ids=[group])
-                size = fragment.row_groups[0].num_rows
-                for batch in fragment.to_batches(batch_size=size, batch_readahead=0):
-                    table = table_cast(pa.Table.from_batches([batch]), target)
-                    total += table_cast(table.combine_chunks(), target).nbytes
-    return total
-
-
-def card_data(fmt: Format, facts: CardFacts, license: str | None = None) -> DatasetCardData:
-    """The card's YAML metadata: default config with a ``train`` split over ``data_files``.
+def card_data(fmt: Format, facts: CardFacts, license: str | None = None) -> dict[str, Any]:
+    """The card's YAML metadata: default config with a ``train`` split over ``data_files``,
+    keyed and ordered as ``huggingface_hub``'s ``DatasetCardData`` writes them.
 
     ``license``: the Hub license id the publisher chose; None declares ``other`` with the
     terms stated in the card.
     """
-    splits = SplitDict()
-    splits.add(SplitInfo(name="train", num_bytes=facts.num_bytes, num_examples=facts.num_rows))
-    info = DatasetInfo(
-        features=Features.from_arrow_schema(fmt.schema),
-        splits=splits,
-        download_size=facts.download_size,
-        dataset_size=facts.num_bytes,
-    )
-    data = DatasetCardData(
-        license=license or "other",
-        license_name=None if license else LICENSE_NAME,
-        license_link=None if license else LICENSE_LINK,
-        size_categories=[size_category(facts.num_rows)],
-        task_categories=TASK_CATEGORIES,
-        tags=TAGS,
-        pretty_name=fmt.title,
-    )
-    DatasetInfosDict({"default": info}).to_dataset_card_data(data)
-    MetadataConfigs(
-        {"default": {"data_files": [{"split": "train", "path": facts.data_files}]}}
-    ).to_dataset_card_data(data)
-    return data
+    data: dict[str, Any] = {
+        "license": license or "other",
+        "size_categories": [size_category(facts.num_rows)],
+        "task_categories": TASK_CATEGORIES,
+        "pretty_name": fmt.title,
+        "license_name": None if license else LICENSE_NAME,
+        "license_link": None if license else LICENSE_LINK,
+        "tags": TAGS,
+        "dataset_info": {
+            "features": features_yaml(fmt.schema),
+            "splits": [
+                {"name": "train", "num_bytes": facts.num_bytes, "num_examples": facts.num_rows}
+            ],
+            "download_size": facts.download_size,
+            "dataset_size": facts.num_bytes,
+        },
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": "train", "path": facts.data_files}],
+            }
+        ],
+    }
+    return {key: value for key, value in data.items() if value is not None}
 
 
 def render_card(summary: ExportSummary, fmt: Format, facts: CardFacts) -> str:
     """The whole ``README.md``: front matter and body."""
     data = card_data(fmt, facts, _chosen_license(summary))
+    front = yaml.dump(data, sort_keys=False, allow_unicode=True).strip()
     context = CardContext(summary, fmt, facts)
     parts = (section(context).strip() for section in SECTIONS)
     body = "\n\n".join(part for part in parts if part) + "\n"
-    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}"))
+    return f"---\n{front}\n---\n\n{body}"
 
 
 def _cell(value: Any) -> str:

@@ -24,6 +24,7 @@ from contagent.exporters.dataset_folder import ShardWriter, rows_to_batch, write
 from contagent.exporters.summary import ExportSummary
 from contagent.formats import FILTER_KEY, FORMATS_KEY, format_named
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
+from contagent.rawlog import MAX_RAW_LOG_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class ExportOptions:
     license: str | None = None
     """The Hub license id the dataset is released under (``apache-2.0``, ``cc-by-4.0``, ...).
     None: the card declares ``other`` and says the model's and the tasks' terms apply."""
+    max_raw_log: int = MAX_RAW_LOG_BYTES
+    """A raw log holding more plain bytes than this (in either form) stops the export."""
 
 
 @dataclass
@@ -79,7 +82,7 @@ def _export_one(args: tuple[RolloutPaths, ExportOptions]) -> _Done:
 
 
 def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
-    done = build_row(paths, drop_reasoning=options.drop_reasoning)
+    done = build_row(paths, options.drop_reasoning, options.max_raw_log)
     row = done.row
     batches = {}
     for name in options.formats:
@@ -135,6 +138,8 @@ def export(
     options = options or ExportOptions()
     if options.jobs < 1:
         raise ContagentError("--jobs must be at least 1")
+    if options.max_raw_log < 1:
+        raise ContagentError("--max-raw-log must be at least 1 byte")
     _check_license(options.license)
     formats = [format_named(name) for name in dict.fromkeys(options.formats)]
     rollouts = find_rollouts(run_dirs)

@@ -10,7 +10,9 @@ before ``n``.
 Each log is held under an exclusive ``flock`` while its file is open, so a second
 process recording the same rollout (it would assign the same indices) is refused
 loudly instead of interleaving with this one; a log closed to bound open files is
-checked on reopening to be as this proxy left it.
+checked on reopening to be as this proxy left it. ``contagent compact`` takes the
+same lock, so it never compacts a log being recorded; a rollout whose log was
+compacted is finished, and recording more of it is refused.
 
 Records are built by :func:`contagent.records.request_record` and
 :func:`contagent.records.outcome_record` (plain dicts: the hot path skips pydantic).
@@ -123,6 +125,7 @@ class Recorder:
             self._fds.move_to_end(rollout_id)
             return fd
         path = self._path(rollout_id)
+        _refuse_compacted(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, _OPEN_FLAGS, 0o644)
@@ -130,6 +133,7 @@ class Recorder:
             raise RecordError(f"cannot open {path}: {exc.strerror or exc}") from exc
         try:
             _lock(fd, path)
+            _refuse_compacted(path, fd)
             left = self._closed_sizes.get(rollout_id)
             if left is not None and os.fstat(fd).st_size != left:
                 raise RecordError(
@@ -201,6 +205,24 @@ class Recorder:
         while self._fds:
             _, fd = self._fds.popitem()
             os.close(fd)
+
+
+def _refuse_compacted(path: Path, fd: int | None = None) -> None:
+    """Refuse a rollout whose log was compacted (checked again once locked: a compaction
+    may have ended in between, leaving ``fd`` on the removed log or a new empty one)."""
+    compacted = RolloutPaths(path.parent).compacted
+    if fd is not None:
+        st = os.fstat(fd)
+        if st.st_nlink and not compacted.exists():
+            return
+        if st.st_nlink and st.st_size == 0:
+            path.unlink(missing_ok=True)  # created just now by this open, beside the compacted log
+    elif not compacted.exists():
+        return
+    raise RecordError(
+        f"{compacted}: this rollout is finished and its log compacted; record under a new "
+        "rollout id"
+    )
 
 
 def _lock(fd: int, path: Path) -> None:

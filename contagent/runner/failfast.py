@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from contagent.errors import ContagentError
+from contagent.rawlog import read_log_bytes
 from contagent.records import RolloutResult
 
 #: ``stop_condition`` of a rollout the LLM server ended (its status is ``infra_error``)
@@ -36,28 +37,28 @@ _VERDICTS = frozenset({"passed", "failed", "agent_error", "timeout"})
 def server_failure(exchanges: Path) -> str | None:
     """Why the LLM server failed the rollout's last exchange, or None when it did not.
 
+    ``exchanges`` is the raw log in either form.
+
     Only the last request counts: it is the one the agent stopped on. A request
     without an outcome, a completed answer or a 4xx (the request's own fault) is None.
     """
     last: dict[str, Any] | None = None
     last_request = -1
     try:
-        with exchanges.open("rb") as fh:
-            for line in fh:
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue  # a torn last line; the exporter reports it
-                if not isinstance(rec, dict) or not isinstance(rec.get("index"), int):
-                    continue
-                if rec.get("type") == "request":
-                    last_request = max(last_request, rec["index"])
-                elif rec.get("type") == "outcome" and (
-                    last is None or rec["index"] >= last["index"]
-                ):
-                    last = rec
-    except OSError:
-        return None
+        data = read_log_bytes(exchanges)
+    except ContagentError:
+        return None  # the exporter reports an unreadable log
+    for line in data.splitlines():
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a torn last line; the exporter reports it
+        if not isinstance(rec, dict) or not isinstance(rec.get("index"), int):
+            continue
+        if rec.get("type") == "request":
+            last_request = max(last_request, rec["index"])
+        elif rec.get("type") == "outcome" and (last is None or rec["index"] >= last["index"]):
+            last = rec
     if last is None or last["index"] != last_request:
         return None
     status = last.get("status")

@@ -15,7 +15,7 @@ from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
-from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished, run_rollout
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,15 @@ class LocalExecutor:
             node=socket.gethostname(),
         )
         self._pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="rollout")
+        # One thread compacts finished rollouts' logs, so a slot frees as soon as its
+        # rollout ends and the compression never holds up the rollouts still running.
+        self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compact")
 
     def _one(self, plan: RolloutPlan) -> RolloutResult:
         self._on_started(plan.name)
-        return run_rollout(self._ctx, plan)
+        result = run_rollout(self._ctx, plan)
+        self._compactor.submit(compact_finished, self._ctx.paths.rollout(plan.name))
+        return result
 
     def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
         return self._pool.submit(self._one, plan)
@@ -56,6 +61,7 @@ class LocalExecutor:
     def close(self) -> None:
         self._ctx.cancel.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._compactor.shutdown(wait=True)
         try:
             # Belt and braces: nothing of this run may outlive it (the run then checks).
             docker_ops.remove_labelled(

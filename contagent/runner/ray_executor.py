@@ -34,7 +34,7 @@ from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
-from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished, run_rollout
 from contagent.runner.transfer import Shipment, land, pack, record_failure, set_aside
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,7 @@ def run_here(job: NodeJob, node: str) -> Shipment:
         )
         ctx = RunContext(config, paths, client, threading.Event(), node=node)
         _run_interruptible(ctx, replace(job.plan, experiment=here))  # agent and name kept
+        compact_finished(paths.rollout(name))  # ships ~1% of the bytes
         return pack(paths, name, node)
     finally:
         client.close()

@@ -25,8 +25,9 @@ import requests.exceptions
 from contagent.agents import DEFAULT_AGENT, Agent, AgentReport, AgentSettings, Launch, get_agent
 from contagent.agents.base import AGENT_DIR, IN_CONTAINER, WORKSPACE
 from contagent.chat import sum_usage
+from contagent.compact import compact_rollout
 from contagent.errors import ContagentError
-from contagent.layout import RunPaths
+from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog import read_exchanges
 from contagent.records import (
     ExitCodes,
@@ -355,14 +356,14 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         stop_condition = "timeout" if status == "timeout" else (stop_here or report.stop_condition)
         if status == "agent_error":
             # the agent raised because the LLM server failed it: not the model's doing
-            failure = server_failure(rpaths.exchanges)
+            failure = server_failure(rpaths.raw_log)
             if failure is not None:
                 status, error, stop_condition = "infra_error", failure, LLM_SERVER_STOP
         _write(ctx.paths.result_text(name), _result_text(out_dir, outcome, status, error).encode())
     finally:
         shutil.rmtree(collected, ignore_errors=True)
 
-    tokens, wire = token_totals(rpaths.exchanges)
+    tokens, wire = token_totals(rpaths.raw_log)
     codes = outcome.get("exit_codes") or {}
     phases = outcome.get("timings") or {}
     wall = time.monotonic() - t0
@@ -409,6 +410,15 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     )
     _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
     return result
+
+
+def compact_finished(paths: RolloutPaths) -> None:
+    """Compact an ended rollout's raw log; one that cannot be is kept plain, with a warning."""
+    if not paths.exchanges.exists():
+        return  # nothing recorded, or compacted already
+    done = compact_rollout(paths)
+    if done.status not in ("compacted", "already"):
+        log.warning("rollout %s: raw log not compacted: %s", paths.rollout_id, done.note)
 
 
 def _result_text(out_dir: Path, outcome: dict[str, Any], status: str, error: str | None) -> str:

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from contagent import rules
 from contagent.errors import ContagentError
 from contagent.formats.base import RolloutData
-from contagent.layout import ExportPaths
-from contagent.rawlog import RawRollout, read_exchanges, read_result
+from contagent.layout import ExportPaths, RolloutPaths
+from contagent.rawlog import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
 from contagent.rows import read_results
 from contagent.rules import tokens as token_rules
 from contagent.validate.formats import check_format_folders
@@ -45,15 +45,18 @@ class ValidationReport(BaseModel):
         return not self.violations
 
 
-def validate(results: Path) -> ValidationReport:
+def validate(results: Path, max_raw_log: int = MAX_RAW_LOG_BYTES) -> ValidationReport:
     """Check every row of ``results`` against its raw log, the set of rows against the
     export's summary, then the Parquet beside it.
+
+    A row's raw log is read in whichever form is on disk (compacted or not); one
+    holding more than ``max_raw_log`` plain bytes is a violation of that row.
 
     Raises :class:`ContagentError` for unusable input, with exit code
     :data:`INTERNAL_ERROR_EXIT` when the validator itself fails.
     """
     try:
-        return _validate(Path(results))
+        return _validate(Path(results), max_raw_log)
     except ContagentError:
         raise
     except Exception as exc:  # a bug here must not read as "violations" (exit 1)
@@ -63,7 +66,7 @@ def validate(results: Path) -> ValidationReport:
         ) from exc
 
 
-def _validate(results: Path) -> ValidationReport:
+def _validate(results: Path, max_raw_log: int) -> ValidationReport:
     report = ValidationReport(results=str(results))
     lines = read_results(results)
     report.rows = len(lines)
@@ -81,7 +84,7 @@ def _validate(results: Path) -> ValidationReport:
             continue
         rows.append(row)
         report.training_ready += row["training_ready"] is True
-        found = _check_row(row, line.lineno, summary, report)
+        found = _check_row(row, line.lineno, summary, report, max_raw_log)
         if found is not None:
             data[row["rollout_id"]] = found
     report.violations.extend(_set_problems(rows, summary))
@@ -104,7 +107,11 @@ def _summary(paths: ExportPaths) -> dict[str, Any] | None:
 
 
 def _check_row(
-    row: dict[str, Any], lineno: int, summary: dict[str, Any] | None, report: ValidationReport
+    row: dict[str, Any],
+    lineno: int,
+    summary: dict[str, Any] | None,
+    report: ValidationReport,
+    max_raw_log: int,
 ) -> RolloutData | None:
     """The row against its raw log; returns what its formats' records are rebuilt from
     (tool unions, token samples), None when the raw log is unusable."""
@@ -114,15 +121,17 @@ def _check_row(
         report.violations.append(Violation(rollout_id=rid, reason=reason))
 
     ref = row["raw_log"]
+    named = Path(ref["path"])
+    rollout = RolloutPaths.of_raw_log(named)  # compacted since the export, or not
     try:
-        raw = read_exchanges(Path(ref["path"]))
+        raw = read_exchanges(rollout.raw_log if rollout else named, max_raw_log)
     except ContagentError as exc:
         violate(f"raw log unusable: {exc}")
         return None
     if raw.sha256 != ref["sha256"] or raw.size != ref.get("bytes"):
         violate("raw log changed since export (sha256 differs)")
         return None
-    if ref["path"] != str(raw.path.resolve()):
+    if ref["path"] != str(named.resolve()):
         violate(f"raw_log.path {ref['path']!r} is not an absolute resolved path")
     options = (summary or {}).get("options")
     if isinstance(options, dict) and options.get("drop_reasoning") != row["drop_reasoning"]:

@@ -77,7 +77,8 @@ def _check_folder(
     written: set[str] = set()
     tables = []
     for shard in folder.shards:
-        table = pq.read_table(shard)
+        with pq.ParquetFile(shard) as parquet:  # not read_table: no pyarrow.dataset import
+            table = parquet.read()
         name = f"{where}/{folder.relative(shard)}"
         if format_of(table.schema) != fmt.name or not table.schema.equals(
             fmt.schema, check_metadata=False

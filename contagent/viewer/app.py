@@ -24,6 +24,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from contagent import charts
 from contagent.errors import ContagentError
+from contagent.rawlog import MAX_RAW_LOG_BYTES
 from contagent.viewer import listing, rollout_view
 from contagent.viewer.source import Source, open_source
 
@@ -180,7 +181,7 @@ async def exchange_page(request: web.Request) -> web.Response:
     rid, row = _row(request)
     index = int(request.match_info["index"])
     try:
-        raw = rollout_view.raw_exchange(row, index)
+        raw = rollout_view.raw_exchange(row, index, request.app[SOURCE_KEY].max_raw_log)
     except ContagentError as exc:
         raise _problem(request, 404, str(exc)) from None
     return _render(request, "exchange.html", rid=rid, raw=raw)
@@ -255,8 +256,14 @@ def make_app(source: Source, *, loopback: bool = True) -> web.Application:
 class Viewer:
     """The app served on ``host:port`` (port 0: any free one); a :class:`Service`."""
 
-    def __init__(self, path: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
-        self.source = open_source(path)
+    def __init__(
+        self,
+        path: Path,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        max_raw_log: int = MAX_RAW_LOG_BYTES,
+    ) -> None:
+        self.source = open_source(path, max_raw_log)
         self.host, self.port = host, port
         self._runner: web.AppRunner | None = None
 
@@ -286,9 +293,15 @@ class Viewer:
             self._runner = None
 
 
-def serve(path: Path, host: str, port: int, on_ready: Callable[[str], None]) -> None:
+def serve(
+    path: Path,
+    host: str,
+    port: int,
+    on_ready: Callable[[str], None],
+    max_raw_log: int = MAX_RAW_LOG_BYTES,
+) -> None:
     """Serve PATH until SIGINT/SIGTERM; ``on_ready(url)`` once it listens."""
-    viewer = Viewer(path, host, port)
+    viewer = Viewer(path, host, port, max_raw_log)
 
     async def main() -> None:
         await viewer.start()

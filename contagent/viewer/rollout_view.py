@@ -15,10 +15,9 @@ from typing import Any
 
 from contagent import chat
 from contagent.errors import ContagentError
-from contagent.rawlog import parse_exchanges
+from contagent.layout import RolloutPaths
+from contagent.rawlog import MAX_RAW_LOG_BYTES, parse_exchanges, read_log_bytes
 
-RAW_LOG_NAME = "exchanges.jsonl"
-MAX_RAW_LOG_BYTES = 256 * 1024 * 1024  # a raw log larger than this is not opened
 MAX_FILE_BYTES = 2 * 1024 * 1024  # of a run's .log/.result/.err, the last this many bytes
 
 
@@ -156,19 +155,21 @@ class RawExchange:
     log_path: str
 
 
-def raw_exchange(row: dict[str, Any], index: int) -> RawExchange:
+def raw_exchange(
+    row: dict[str, Any], index: int, max_raw_log: int = MAX_RAW_LOG_BYTES
+) -> RawExchange:
     """Exchange ``index`` of the raw log the row names, refused unless it is that very log.
 
-    Only a file named ``exchanges.jsonl`` whose SHA-256 equals the row's
-    ``raw_log.sha256`` is read: a row cannot make the viewer show any other file.
+    Only a raw log (``exchanges.jsonl``, or the same log compacted) whose record
+    stream's SHA-256 equals the row's ``raw_log.sha256`` is read: a row cannot make
+    the viewer show any other file.
     """
     ref = _dict(row.get("raw_log")) or {}
-    path = Path(str(ref.get("path") or ""))
-    if path.name != RAW_LOG_NAME or not path.is_file():
+    rollout = RolloutPaths.of_raw_log(Path(str(ref.get("path") or "")))
+    path = rollout.raw_log if rollout is not None else Path(str(ref.get("path") or ""))
+    if rollout is None or not path.is_file():
         raise ContagentError(f"the raw log {path} is not there")
-    if path.stat().st_size > MAX_RAW_LOG_BYTES:
-        raise ContagentError(f"the raw log {path} is larger than {MAX_RAW_LOG_BYTES} bytes")
-    data = path.read_bytes()
+    data = read_log_bytes(path, max_raw_log)
     if hashlib.sha256(data).hexdigest() != ref.get("sha256"):
         raise ContagentError(f"the raw log {path} changed since this row was written")
     raw = parse_exchanges(path, data)

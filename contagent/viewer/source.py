@@ -21,7 +21,8 @@ from typing import Any
 
 from contagent.derive import build_row
 from contagent.errors import ContagentError
-from contagent.layout import ExportPaths, RolloutPaths, RunPaths
+from contagent.layout import RAW_LOG_NAMES, ExportPaths, RolloutPaths, RunPaths
+from contagent.rawlog import MAX_RAW_LOG_BYTES
 from contagent.rows import RowSummary, parse_line, parse_results
 
 RESULTS_NAME = ExportPaths.RESULTS_NAME
@@ -74,8 +75,10 @@ class Source:
 
     kind: str  # "export" or "run"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_raw_log: int = MAX_RAW_LOG_BYTES) -> None:
         self.root = root
+        #: raw logs holding more plain bytes than this are not read
+        self.max_raw_log = max_raw_log
         self.entries: list[Entry] = []
         self.by_id: dict[str, int] = {}
         self.summary = RowSummary()
@@ -105,8 +108,8 @@ class Source:
 class ExportSource(Source):
     kind = "export"
 
-    def __init__(self, results: Path) -> None:
-        super().__init__(results.parent)
+    def __init__(self, results: Path, max_raw_log: int = MAX_RAW_LOG_BYTES) -> None:
+        super().__init__(results.parent, max_raw_log)
         self.results = results
         self._stamp: tuple[int, int, int] | None = None
         self._spans: list[tuple[int, int]] = []
@@ -149,8 +152,8 @@ class RunSource(Source):
 
     kind = "run"
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, max_raw_log: int = MAX_RAW_LOG_BYTES) -> None:
+        super().__init__(root, max_raw_log)
         self.run = RunPaths(root)
         self.rollouts_dir = self.run.rollouts_dir if self.run.rollouts_dir.is_dir() else root
         self._rows: dict[str, tuple[Any, dict[str, Any] | None, Entry]] = {}
@@ -163,18 +166,23 @@ class RunSource(Source):
         self._checked = now
         seen: dict[str, tuple[Any, dict[str, Any] | None, Entry]] = {}
         changed = False
-        for log in sorted(self.rollouts_dir.glob("*/exchanges.jsonl")):
-            paths = RolloutPaths(log.parent)
-            stamp = (_stamp(paths.exchanges), _stamp(paths.result))
+        for folder in sorted({log.parent for log in self._logs()}):
+            paths = RolloutPaths(folder)
+            stamp = (_stamp(paths.raw_log), _stamp(paths.result))
             old = self._rows.get(paths.rollout_id)
             if old is not None and old[0] == stamp:
                 seen[paths.rollout_id] = old
                 continue
             changed = True
-            seen[paths.rollout_id] = (stamp, *_build(paths))
+            seen[paths.rollout_id] = (stamp, *_build(paths, self.max_raw_log))
         if changed or seen.keys() != self._rows.keys():
             self._rows = seen
             self._set([entry for _, _, entry in seen.values()], _summary(seen.values()))
+
+    def _logs(self) -> list[Path]:
+        """Every rollout's raw log, recorded or compacted (a rollout compacted meanwhile
+        shows up under its new name)."""
+        return [log for name in RAW_LOG_NAMES for log in self.rollouts_dir.glob(f"*/{name}")]
 
     def row(self, rollout_id: str) -> dict[str, Any] | None:
         for _, row, entry in self._rows.values():
@@ -210,15 +218,15 @@ def _summary(rows: Iterable[tuple[Any, dict[str, Any] | None, Entry]]) -> RowSum
     return summary
 
 
-def _build(paths: RolloutPaths) -> tuple[dict[str, Any] | None, Entry]:
+def _build(paths: RolloutPaths, max_raw_log: int) -> tuple[dict[str, Any] | None, Entry]:
     try:
-        row = build_row(paths).row
+        row = build_row(paths, max_raw_log=max_raw_log).row
     except ContagentError as exc:
         return None, Entry(paths.rollout_id, error=str(exc))
     return row, Entry.of(row, paths.rollout_id)
 
 
-def open_source(path: Path) -> Source:
+def open_source(path: Path, max_raw_log: int = MAX_RAW_LOG_BYTES) -> Source:
     """The source PATH names: an export folder (or its results.jsonl) or a log dir."""
     path = Path(path)
     if not path.exists():
@@ -226,10 +234,10 @@ def open_source(path: Path) -> Source:
     if path.is_file():
         if path.name != RESULTS_NAME:
             raise ContagentError(f"{path}: not a {RESULTS_NAME}, an export folder or a log dir")
-        source: Source = ExportSource(path.resolve())
+        source: Source = ExportSource(path.resolve(), max_raw_log)
     elif (path / RESULTS_NAME).is_file():
-        source = ExportSource((path / RESULTS_NAME).resolve())
+        source = ExportSource((path / RESULTS_NAME).resolve(), max_raw_log)
     else:
-        source = RunSource(path.resolve())
+        source = RunSource(path.resolve(), max_raw_log)
     source.refresh()
     return source

@@ -12,6 +12,7 @@ import pytest
 
 from contagent.agents import AGENTS as AGENTS_BY_NAME
 from contagent.layout import RunPaths
+from contagent.rawlog import read_log_bytes
 from contagent.records import RolloutResult
 from contagent.testing.players import any_agent, seen_secrets
 from tests.e2e.helpers import RUNNER_IMAGE
@@ -108,7 +109,7 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
         assert "verdict: passed" in paths.result_text(name).read_text()
         routes |= {
             orjson.loads(line)["path"]
-            for line in paths.rollout(name).exchanges.read_bytes().splitlines()
+            for line in read_log_bytes(paths.rollout(name).raw_log).splitlines()
             if b'"type":"request"' in line
         }
     assert routes == {"/v1/chat/completions", "/v1/responses"}

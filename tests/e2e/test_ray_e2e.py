@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from contagent.layout import RunPaths
+from contagent.rawlog import read_log_bytes
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.run import RunSummary
@@ -84,9 +85,9 @@ def _export_and_validate(log_dir: Path, out: Path, rollouts: int) -> None:
 
 def _whole(log_dir: Path, name: str) -> None:
     """The rollout's raw log holds exactly the three exchanges of one complete attempt."""
-    records = [
-        json.loads(x) for x in RunPaths(log_dir).rollout(name).exchanges.read_text().splitlines()
-    ]
+    rollout = RunPaths(log_dir).rollout(name)
+    assert rollout.raw_log == rollout.compacted, name  # compacted on the node, shipped so
+    records = [json.loads(x) for x in read_log_bytes(rollout.raw_log).splitlines()]
     assert [r["type"] for r in records] == ["request", "outcome"] * 3, name
     assert [r["index"] for r in records] == [0, 0, 1, 1, 2, 2], name
     assert all(r["outcome"] == "completed" for r in records if r["type"] == "outcome"), name
@@ -188,8 +189,8 @@ def test_ctrl_c_or_sigterm_cancels_the_tasks_and_the_nodes_clean_up(
     results = _results(tmp_path / "logs")
     assert [(r.status, r.error) for r in results] == [("infra_error", "interrupted")] * 2
     for r in results:
-        records = RunPaths(tmp_path / "logs").rollout(r.rollout_id).exchanges.read_text()
-        assert '"type":"request"' in records.replace(" ", "")
+        records = read_log_bytes(RunPaths(tmp_path / "logs").rollout(r.rollout_id).raw_log)
+        assert b'"type":"request"' in records.replace(b" ", b"")
 
 
 def test_a_node_lost_mid_run_is_retried_elsewhere_and_every_rollout_is_whole(

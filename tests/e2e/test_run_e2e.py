@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from contagent.layout import RunPaths
+from contagent.rawlog import read_log_bytes
 from contagent.records import RolloutResult
 from contagent.testing.llm_stub import Reply, RunningStub, Script
 from tests.e2e.helpers import (
@@ -32,7 +33,8 @@ StubFactory = Callable[[Script], RunningStub]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    """The records of a JSON-lines file, or of a raw log in either form."""
+    return [orjson.loads(line) for line in read_log_bytes(path).splitlines() if line.strip()]
 
 
 def test_exp_001_passes_records_exports_and_validates(
@@ -65,7 +67,10 @@ def test_exp_001_passes_records_exports_and_validates(
 
     paths = RunPaths(tmp_path / "logs")
     rollout = paths.rollout("exp_001")
-    records = read_jsonl(rollout.exchanges)
+    # the runner compacted the ended rollout's log, and every reader takes that form
+    assert rollout.raw_log == rollout.compacted and not rollout.exchanges.exists()
+    assert not rollout.compacting.exists()
+    records = read_jsonl(rollout.raw_log)
     requests = [r for r in records if r["type"] == "request"]
     outcomes = [r for r in records if r["type"] == "outcome"]
     assert [r["index"] for r in requests] == [0, 1, 2] == [o["index"] for o in outcomes]
@@ -142,7 +147,7 @@ def test_timeout_is_stopped_and_recorded(
         and result.exit_codes.setup == 0
         and result.exit_codes.evaluate is None
     )
-    records = read_jsonl(RunPaths(tmp_path / "logs").rollout("exp_001").exchanges)
+    records = read_jsonl(RunPaths(tmp_path / "logs").rollout("exp_001").raw_log)
     outcomes = [r for r in records if r["type"] == "outcome"]
     assert records[0]["type"] == "request"
     assert outcomes and outcomes[0]["outcome"] == "abandoned"  # the killed agent's call, recorded

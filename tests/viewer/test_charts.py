@@ -98,13 +98,13 @@ def test_an_export_draws_its_charts_once_for_every_format_folder(
     from contagent.exporters.export import ExportOptions, export
 
     drawn: list[str] = []
-    real = charts.render
+    real = charts.card_png
 
-    def counting(chart: charts.Chart, kind: str) -> bytes:
+    def counting(chart: charts.Chart) -> bytes:
         drawn.append(chart.slug)
-        return real(chart, kind)
+        return real(chart)
 
-    monkeypatch.setattr(charts, "render", counting)
+    monkeypatch.setattr(charts, "card_png", counting)
     out = tmp_path / "out"
     export([samples], out, ExportOptions(filter="all", formats=("prime-sft", "trl")))
     summary = ExportSummary.model_validate_json((out / "export-summary.json").read_bytes())
