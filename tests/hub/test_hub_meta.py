@@ -76,25 +76,37 @@ def _datasets_bytes(shards: list[Path], schema: pa.Schema) -> int:
     return total
 
 
+def _chat_row(i: int) -> dict:
+    return {
+        "messages": [
+            {"role": "user", "content": "x" * i},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": f"c{i}", "type": "function",
+                             "function": {"name": "t", "arguments": '{"a": 1}'}}]},
+        ],
+        "tools": '[{"type": "function"}]', "rollout_id": f"r{i}", "branch": 0, "experiment": None,
+        "model": "m", "reward": 1.0 if i % 2 else None, "passed": bool(i % 2),
+        "num_turns": 1, "num_messages": 2, "prompt_tokens": i,
+        "completion_tokens": 1, "total_tokens": i + 1,
+    }  # fmt: skip
+
+
+def _token_row(i: int) -> dict:
+    n = i + 2
+    return {
+        "token_ids": list(range(n)), "mask": [k % 2 == 1 for k in range(n)],
+        "logprobs": [-0.5 * (k % 2) for k in range(n)], "temperatures": [float("nan")] * n,
+        "constrained": [False] * n, "env_name": "e", "rollout_id": f"r{i}", "branch": 0,
+        "sample": 0, "reward": 1.0 if i % 2 else None, "passed": bool(i % 2), "truncated": False,
+        "experiment": None, "model": "m", "num_steps": 1, "num_tokens": n, "num_sampled": n // 2,
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_split_bytes_are_what_datasets_counts(tmp_path: Path, name: str) -> None:
     fmt = FORMATS[name]
-    rows = []
-    for i in range(23):
-        rows.append(
-            {
-                "messages": [
-                    {"role": "user", "content": "x" * i},
-                    {"role": "assistant", "content": None,
-                     "tool_calls": [{"id": f"c{i}", "type": "function",
-                                     "function": {"name": "t", "arguments": '{"a": 1}'}}]},
-                ],
-                "tools": '[{"type": "function"}]', "rollout_id": f"r{i}", "branch": 0, "experiment": None,
-                "model": "m", "reward": 1.0 if i % 2 else None, "passed": bool(i % 2),
-                "num_turns": 1, "num_messages": 2, "prompt_tokens": i,
-                "completion_tokens": 1, "total_tokens": i + 1,
-            }
-        )  # fmt: skip
+    make = _token_row if "token_ids" in fmt.schema.names else _chat_row
+    rows = [make(i) for i in range(23)]
     schema = fmt.schema
     table = pa.Table.from_batches([rows_to_batch(rows, schema)])
     shards = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
