@@ -10,6 +10,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
+from contagent.derive import rollout_data
 from contagent.errors import ContagentError
 from contagent.formats.base import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
@@ -114,7 +115,7 @@ def _check_row(
     max_raw_log: int,
 ) -> RolloutData | None:
     """The row against its raw log; returns what its formats' records are rebuilt from
-    (tool unions, token samples), None when the raw log is unusable."""
+    (tool unions, token samples, cached tokens, the agent), None when the raw log is unusable."""
     rid = str(row["rollout_id"])
 
     def violate(reason: str) -> None:
@@ -152,7 +153,7 @@ def _check_row(
         (step["branch"], raw.requests.get(step["exchange_index"], {}).get("body"))
         for step in row["steps"]
     )
-    return RolloutData(tools, _token_plan(row, raw))
+    return rollout_data(raw, result, row["steps"], tools, _token_plan(row, raw))
 
 
 def _token_plan(row: dict[str, Any], raw: RawRollout) -> token_rules.TokenPlan | None:
