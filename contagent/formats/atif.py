@@ -17,15 +17,13 @@ raw log holds them); an assistant message that only came in a request (few-shot
 examples, another branch's turns) is copied context without metrics.
 
 ATIF has no reward field; the root's ``extra`` carries the reward, the verdict and
-the rollout's names. ``_index.json`` beside the files accounts for every row:
-those written, and those left out with why.
+the rollout's names. The folder's index (:mod:`contagent.formats.documents`) accounts
+for every row: those written, and those left out with why.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from contagent.errors import ContagentError
 from contagent.formats.base import RolloutData
@@ -37,47 +35,11 @@ from contagent.trajectory import Turn, branch_turns
 #: The ATIF version the documents declare (the newest Harbor 0.26 reads).
 ATIF_VERSION = "ATIF-v1.8"
 
-#: The index of an ATIF folder; no rollout id can take this name (ids start alphanumeric).
-INDEX_NAME = "_index.json"
-
 #: The ATIF step source of each conversation role (a tool message is an observation).
 _SOURCES = {"system": "system", "developer": "system", "user": "user", "assistant": "agent"}
 
 UNKNOWN = "unknown"
 """The agent's name and version when ``result.json`` does not give them (ATIF requires both)."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Written(_Strict):
-    rollout_id: str
-    file: str
-    steps: int
-    subagents: int
-
-
-class LeftOut(_Strict):
-    rollout_id: str
-    reason: str
-
-
-class AtifIndex(_Strict):
-    """``_index.json``: what the export chose, wrote and left out."""
-
-    format: Literal["atif"] = "atif"
-    records_version: int
-    atif_version: str
-    filter: Literal["passed", "all"]
-    formats: list[str]
-    """Every format the export wrote, so that a folder missing beside this one is noticed."""
-    written: list[Written]
-    left_out: list[LeftOut]
-
-
-def file_name(rollout_id: str) -> str:
-    return f"{rollout_id}.json"
 
 
 def left_out_reason(row: dict[str, Any], filter: str) -> str | None:
@@ -178,7 +140,11 @@ def _step(
 ) -> dict[str, Any]:
     message = turn.message
     source = _SOURCES[message["role"]]
-    step: dict[str, Any] = {"step_id": step_id, "source": source, "message": message["content"] or ""}
+    step: dict[str, Any] = {
+        "step_id": step_id,
+        "source": source,
+        "message": message["content"] or "",
+    }
     copied = turn.branch != branch or (source == "agent" and not turn.response)
     if source == "agent":
         if message["reasoning_content"] is not None:
@@ -234,3 +200,16 @@ def _observe(steps: list[dict[str, Any]], message: dict[str, Any], rid: str) -> 
         )
     result: dict[str, Any] = {"source_call_id": call_id, "content": message["content"]}
     last.setdefault("observation", {"results": []})["results"].append(result)
+
+
+class Atif:
+    """The ``atif`` format (see the module docstring)."""
+
+    name = "atif"
+    document_version = ATIF_VERSION
+
+    def left_out_reason(self, row: dict[str, Any], filter: str) -> str | None:
+        return left_out_reason(row, filter)
+
+    def document(self, row: dict[str, Any], data: RolloutData) -> dict[str, Any]:
+        return trajectory(row, data)

@@ -39,6 +39,7 @@ class ValidationReport(BaseModel):
     rows: int = 0
     training_ready: int = 0
     parquet_rows: int = 0
+    documents: int = Field(0, description="Documents read from the document format folders.")
     violations: list[Violation] = Field(default_factory=list)
 
     @property
@@ -89,7 +90,7 @@ def _validate(results: Path, max_raw_log: int) -> ValidationReport:
         if found is not None:
             data[row["rollout_id"]] = found
     report.violations.extend(_set_problems(rows, summary))
-    report.parquet_rows, folder_problems = check_format_folders(
+    report.parquet_rows, report.documents, folder_problems = check_format_folders(
         ExportPaths.of_results(results), rows, data, summary
     )
     report.violations.extend(Violation(rollout_id=r, reason=p) for r, p in folder_problems)
