@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contagent.derive import build_row
 from contagent.exporters.export import ExportOptions, export
@@ -216,3 +218,47 @@ def test_differences_name_the_path() -> None:
     assert differences([1], [1, 2]) == [" (length)"]
     assert differences({"a": 1, "z": 0}, {"a": 1}) == ["z"]
     assert differences({}, {"a": 1}) == ["a"]
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _index_like() -> st.SearchStrategy[Any]:
+    """Index-shaped objects with any field of any type, and any JSON at all."""
+    fields = st.fixed_dictionaries(
+        {},
+        optional={
+            "format": _JSON | st.just("atif"),
+            "records_version": _JSON | st.just(1),
+            "document_version": _JSON | st.just("ATIF-v1.8"),
+            "filter": _JSON | st.sampled_from(["passed", "all"]),
+            "formats": _JSON | st.just(["atif"]),
+            "written": _JSON | st.just([{"rollout_id": "side_call", "file": "side_call.json"}]),
+            "left_out": _JSON | st.just([{"rollout_id": "x", "reason": "y"}]),
+        },
+    )
+    return fields | _JSON
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=_index_like(), raw=st.binary(max_size=40))
+def test_any_index_gives_problems_never_a_crash(
+    out: Path, rows_and_data: tuple[list, dict], value: Any, raw: bytes
+) -> None:
+    path = out / "atif" / "_index.json"
+    for data in (orjson.dumps(value), raw):
+        path.write_bytes(data)
+        problems = _problems(out, rows_and_data)
+        assert problems and all(isinstance(p, str) and p for _, p in problems)
