@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from contagent.rawlog import read_exchanges
 from contagent.testing.rollouts import RolloutBuilder, assistant
 from contagent.testing.token_samples import TOKEN_SCENARIOS, build_token_rollouts
 from contagent.validate.check import validate
-from tests.helpers import read_rows
+from tests.helpers import REPO, cli, read_rows
 
 TASK = "Write pass:<secret> to result.txt."
 
@@ -232,3 +233,17 @@ def test_a_new_export_replaces_the_folder_whole(samples: Path, tmp_path: Path) -
     assert "stray.json" not in names and len(names) == len(index["written"]) + 1
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
     assert validate(out / "results.jsonl").ok
+
+
+def test_the_cli_writes_and_validates_the_folder(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runs = REPO / "data" / "rollouts"
+    proc = cli("export", str(runs), "--out", str(out), "--format", "atif", check=True)
+    index = orjson.loads((out / "atif" / "_index.json").read_bytes())
+    printed = proc.stdout + proc.stderr
+    assert re.search(rf"atif documents written\s*│\s*{len(index['written'])}\s", printed)
+    proc = cli("validate", str(out / "results.jsonl"), check=True)
+    printed = " ".join((proc.stdout + proc.stderr).split())
+    assert f"{len(index['written'])} documents): healthy" in printed
+    proc = cli("export", str(runs), "--out", str(out), "--format", "atif", "--push-to-hub", "o/n")
+    assert proc.returncode == 2 and "atif is not one" in proc.stderr
