@@ -17,10 +17,10 @@ from contagent.formats.atif import ATIF_VERSION, Atif, trajectory
 from contagent.formats.base import RolloutData
 from contagent.formats.documents import outcome
 from contagent.rawlog import read_exchanges
-from contagent.testing.rollouts import RolloutBuilder, assistant
-from contagent.testing.token_samples import TOKEN_SCENARIOS, build_token_rollouts
 from contagent.validate.check import validate
 from tests.helpers import REPO, cli, read_rows
+from tools.rollouts import RolloutBuilder, assistant
+from tools.token_samples import TOKEN_SCENARIOS, build_token_rollouts
 
 TASK = "Write pass:<secret> to result.txt."
 

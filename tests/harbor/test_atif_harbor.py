@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from contagent.exporters.export import ExportOptions, export
-from contagent.testing.token_samples import build_token_rollouts
 from contagent.validate.check import validate
 from tests.helpers import REPO
+from tools.token_samples import build_token_rollouts
 
 pytestmark = pytest.mark.harbor
 

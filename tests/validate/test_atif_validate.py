@@ -19,10 +19,10 @@ from contagent.exporters.export import ExportOptions, export
 from contagent.formats import DOCUMENT_FORMATS
 from contagent.formats.base import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
-from contagent.testing.token_samples import build_token_rollout
 from contagent.validate.check import validate
 from contagent.validate.documents import check_document_folder, differences
 from tests.helpers import read_rows
+from tools.token_samples import build_token_rollout
 
 #: A main line with a side branch, parallel calls, reasoning, and a forked rollout
 #: whose every step carries token ids and logprobs.
@@ -31,7 +31,7 @@ ROLLOUTS = ("side_call", "parallel_calls", "reasoning", "failed_run", "no_usage"
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from contagent.testing.samples import write_samples
+    from tools.samples import write_samples
 
     root = tmp_path_factory.mktemp("atif")
     every = root / "samples"
