@@ -107,6 +107,16 @@ def usage_counts(usage: Any) -> dict[str, int] | None:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
 
 
+def cached_tokens(usage: Any) -> int | None:
+    """The prompt tokens a server says were cache hits (chat ``prompt_tokens_details`` or
+    Responses ``input_tokens_details``), or None when it says nothing usable."""
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details", usage.get("input_tokens_details"))
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if _is_count(value) else None
+
+
 def sum_usage(usages: Iterable[dict[str, int] | None]) -> dict[str, int]:
     """Field-wise sum of normalised usage dicts (as :func:`usage_counts` returns); None adds 0."""
     total = dict.fromkeys(USAGE_FIELDS, 0)

@@ -275,5 +275,29 @@ def build_row(
         row=derived.row,
         raw_bytes=raw.size,
         exchanges=len(raw.indices),
-        data=RolloutData(derived.branch_tools, derived.tokens),
+        data=rollout_data(raw, result, derived.row["steps"], derived.branch_tools, derived.tokens),
+    )
+
+
+def rollout_data(
+    raw: RawRollout,
+    result: dict[str, Any],
+    steps: list[dict[str, Any]],
+    branch_tools: dict[int, list[dict[str, Any]]],
+    tokens: token_rules.TokenPlan | None,
+) -> RolloutData:
+    """What the formats take from the raw log and ``result.json`` besides a row's fields
+    (the exporter and the validator both build it here)."""
+    cached = {}
+    for step in steps:
+        value = raw.cached_tokens(step["exchange_index"])
+        if value is not None:
+            cached[step["exchange_index"]] = value
+    agent, version = result.get("agent"), result.get("agent_version")
+    return RolloutData(
+        branch_tools,
+        tokens,
+        cached,
+        agent if isinstance(agent, str) else None,
+        version if isinstance(version, str) else None,
     )

@@ -269,6 +269,37 @@ _SHARD = re.compile(r"^train-(\d{5})-of-(\d{5})\.parquet$")
 
 
 @dataclass(frozen=True)
+class DocumentFolderPaths:
+    """One document format's folder inside an export: a JSON file per rollout and an index.
+
+    ::
+
+        <root>/                       e.g. OUT/atif
+        ├── _index.json               the filter, the documents written, the rollouts left out
+        ├── <rollout_id>.json         one document per written rollout
+        └── ...
+
+    No rollout id can be ``_index`` (a safe segment starts with a letter or digit).
+    """
+
+    root: Path
+
+    INDEX_NAME = "_index.json"
+
+    @property
+    def index(self) -> Path:
+        return self.root / self.INDEX_NAME
+
+    @staticmethod
+    def document_name(rollout_id: str) -> str:
+        """The file name of a rollout's document; raises unless the id is a safe segment."""
+        return f"{safe_segment(rollout_id, 'rollout id')}.json"
+
+    def document(self, rollout_id: str) -> Path:
+        return self.root / self.document_name(rollout_id)
+
+
+@dataclass(frozen=True)
 class ExportPaths:
     """The tree ``contagent export --out OUT`` writes.
 
@@ -277,8 +308,9 @@ class ExportPaths:
         <root>/
         ├── results.jsonl          one row per rollout read (always written)
         ├── export-summary.json    what the export did (the CLI prints it)
-        ├── prime-sft/             a DatasetFolderPaths per --format given
-        └── trl/
+        ├── prime-sft/             a DatasetFolderPaths per Parquet --format given
+        ├── trl/
+        └── atif/                  a DocumentFolderPaths per document --format given
 
     Files are written under hidden temporary names beside their final ones and
     renamed when complete.
@@ -304,6 +336,10 @@ class ExportPaths:
     def format_folder(self, name: str) -> DatasetFolderPaths:
         """The dataset folder of the training format ``name`` (``prime-sft``, ``trl``)."""
         return DatasetFolderPaths(self.root / safe_segment(name, "format name"))
+
+    def document_folder(self, name: str) -> DocumentFolderPaths:
+        """The folder of the document format ``name`` (``atif``)."""
+        return DocumentFolderPaths(self.root / safe_segment(name, "format name"))
 
     @classmethod
     def of_results(cls, results: Path) -> ExportPaths:

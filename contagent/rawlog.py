@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import zstandard
 
-from contagent.chat import usage_counts
+from contagent.chat import cached_tokens, usage_counts
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES, RESULT_SCHEMA_VERSION, SCHEMA_VERSION
 from contagent.responses import normalise_exchanges
@@ -60,13 +60,20 @@ class RawRollout:
 
     def usage(self, index: int) -> dict[str, int] | None:
         """Normalised usage of exchange ``index`` (from the outcome or its response), if any."""
+        return usage_counts(self._raw_usage(index))
+
+    def cached_tokens(self, index: int) -> int | None:
+        """Cached prompt tokens of exchange ``index``, when its usage says how many."""
+        return cached_tokens(self._raw_usage(index)) if self.usage(index) is not None else None
+
+    def _raw_usage(self, index: int) -> Any:
         out = self.outcomes.get(index)
         if out is None:
             return None
         usage = out.get("usage")
         if usage is None and isinstance(out.get("response"), dict):
             usage = out["response"].get("usage")
-        return usage_counts(usage)
+        return usage
 
     @property
     def indices(self) -> list[int]:

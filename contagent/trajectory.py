@@ -6,7 +6,7 @@ to check that Parquet rows say exactly what the results rows say.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from contagent.chat import message_text, tool_calls
 from contagent.rules import apply_reasoning_policy
@@ -87,9 +87,20 @@ def branch_ids(steps: list[tuple[int, int | None]]) -> tuple[dict[int, int], int
     return branch, count
 
 
-def branch_conversations(
-    steps: list[dict[str, Any]], drop_reasoning: bool
-) -> list[list[dict[str, Any]]]:
+class Turn(NamedTuple):
+    """One message of a branch conversation and the step it comes from."""
+
+    message: dict[str, Any]
+    """The message in the Prime-SFT shape (:func:`to_wire`)."""
+    step: int
+    """exchange_index of the step that added it (its request or its response)."""
+    branch: int
+    """That step's branch: another branch's number on a forked branch's shared start."""
+    response: bool
+    """The model's own response in that step, not a message of its request."""
+
+
+def branch_turns(steps: list[dict[str, Any]], drop_reasoning: bool) -> list[list[Turn]]:
     """Each branch as one conversation, from its root through its last step.
 
     A forked branch starts with the conversation of the step it forks from. Each
@@ -97,19 +108,27 @@ def branch_conversations(
     the model's own response (with its reasoning) stands in for that replay.
     Raises ``KeyError`` when a step extends a step that is not before it.
     """
-    upto: dict[int, list[dict[str, Any]]] = {}
+    upto: dict[int, list[Turn]] = {}
     last: dict[int, int] = {}
     for step in steps:
         parent = step["extends"]
         added = step["messages"]
-        base: list[dict[str, Any]] = []
+        index, branch = step["exchange_index"], step["branch"]
+        base: list[Turn] = []
         if parent is not None:
             base = upto[parent]
             added = added[1:]  # the replayed response, already in ``base``
-        upto[step["exchange_index"]] = [
+        upto[index] = [
             *base,
-            *(to_wire(m, drop_reasoning) for m in added),
-            to_wire(step["response"], drop_reasoning),
+            *(Turn(to_wire(m, drop_reasoning), index, branch, False) for m in added),
+            Turn(to_wire(step["response"], drop_reasoning), index, branch, True),
         ]
-        last[step["branch"]] = step["exchange_index"]
+        last[branch] = index
     return [upto[last[b]] for b in sorted(last)]
+
+
+def branch_conversations(
+    steps: list[dict[str, Any]], drop_reasoning: bool
+) -> list[list[dict[str, Any]]]:
+    """Each branch's messages (:func:`branch_turns` without where each comes from)."""
+    return [[t.message for t in turns] for turns in branch_turns(steps, drop_reasoning)]

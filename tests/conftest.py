@@ -14,6 +14,7 @@ _OPT_IN = {
     "browser": ("CONTAGENT_BROWSER_TESTS", "browser test (scripts/ci-browser.sh)"),
     "ray": ("CONTAGENT_RAY_TESTS", "Ray cluster test (scripts/ci-ray.sh)"),
     "vllm": ("CONTAGENT_VLLM_TESTS", "real vLLM test (scripts/ci-vllm.sh)"),
+    "harbor": ("CONTAGENT_HARBOR_TESTS", "Harbor interop test (scripts/ci-harbor.sh)"),
 }
 
 

@@ -22,8 +22,9 @@ def _export(
         list[str] | None,
         typer.Option(
             "--format",
-            help="Dataset folder to write besides results.jsonl: prime-sft (default), trl or "
-            "tokens (token samples for RL); repeat for several. results: results.jsonl alone.",
+            help="Dataset folder to write besides results.jsonl: prime-sft (default), trl, "
+            "tokens (token samples for RL) or atif (Harbor's trajectories, a JSON file per "
+            "rollout); repeat for several. results: results.jsonl alone.",
         ),
     ] = None,
     rollout_filter: Annotated[
@@ -54,14 +55,14 @@ def _export(
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
     from contagent.exporters.dataset_folder import arrow_without_pandas
     from contagent.exporters.export import ExportOptions, export
-    from contagent.formats import FORMATS
+    from contagent.formats import DOCUMENT_FORMATS, FORMAT_NAMES
 
     arrow_without_pandas()  # this process hands pyarrow no pandas objects
 
     given = format_names or ["prime-sft"]
     for name in given:
-        if name != "results" and name not in FORMATS:
-            fail(f"unknown --format {name!r} ({', '.join(FORMATS)} or results)")
+        if name != "results" and name not in FORMAT_NAMES:
+            fail(f"unknown --format {name!r} ({', '.join(FORMAT_NAMES)} or results)")
     if "results" in given and len(set(given)) > 1:
         fail("--format results means results.jsonl alone; leave it out to add dataset folders")
     formats = tuple(dict.fromkeys(n for n in given if n != "results"))
@@ -72,6 +73,8 @@ def _export(
             "--push-to-hub uploads one dataset folder: give exactly one --format "
             "(prime-sft, trl or tokens)"
         )
+    if push_to_hub and formats[0] in DOCUMENT_FORMATS:
+        fail(f"--push-to-hub uploads a Parquet dataset folder, and {formats[0]} is not one")
     if push_to_hub:
         from contagent.hub.upload import resolve_token
 
@@ -110,13 +113,16 @@ def _export(
     for reason, n in sorted(summary.exclusions.items()):
         table.add_row(f"  excluded: {reason}", str(n))
     table.add_row("repairs", str(summary.repairs))
-    if summary.format_rows.keys() != {"tokens"}:
+    if summary.format_rows.keys() - {"tokens", *DOCUMENT_FORMATS}:
         table.add_row(
             "branches written",
             f"{summary.branches_written} (from {summary.rollouts_written} rollouts)",
         )
     if "tokens" in summary.format_rows:
         table.add_row("token samples written", str(summary.format_rows["tokens"]))
+    for name in DOCUMENT_FORMATS:
+        if name in summary.format_rows:
+            table.add_row(f"{name} documents written", str(summary.format_rows[name]))
     tokens = summary.token_samples
     if tokens.rollouts:
         table.add_row("rollouts with token data", str(tokens.rollouts))
@@ -164,7 +170,9 @@ def _validate(
         )
         console.print(
             f"validated {report.rows} rows ({report.training_ready} training-ready, "
-            f"{report.parquet_rows} Parquet rows): {verdict}"
+            f"{report.parquet_rows} Parquet rows"
+            + (f", {report.documents} documents" if report.documents else "")
+            + f"): {verdict}"
         )
     raise typer.Exit(0 if report.ok else 1)
 

@@ -21,8 +21,16 @@ from contagent.charts import card_images
 from contagent.derive import build_row
 from contagent.errors import ContagentError
 from contagent.exporters.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
+from contagent.exporters.documents import DocumentWriter
 from contagent.exporters.summary import ExportSummary
-from contagent.formats import FILTER_KEY, FORMATS_KEY, format_named
+from contagent.formats import (
+    DOCUMENT_FORMATS,
+    FILTER_KEY,
+    FORMATS_KEY,
+    document_format_named,
+    format_named,
+)
+from contagent.formats.documents import outcome
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
 from contagent.rawlog import MAX_RAW_LOG_BYTES
 
@@ -55,6 +63,7 @@ class _Done:
     row_json: bytes
     row: dict[str, Any]  # without steps (kept small across processes)
     batches: dict[str, pa.RecordBatch]  # the rollout's rows per format, converted in the worker
+    documents: dict[str, tuple[bytes | None, str | None]]  # per document format: JSON or why not
     raw_bytes: int
     exchanges: int
 
@@ -85,13 +94,20 @@ def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
     done = build_row(paths, options.drop_reasoning, options.max_raw_log)
     row = done.row
     batches = {}
+    documents: dict[str, tuple[bytes | None, str | None]] = {}
     for name in options.formats:
+        if name in DOCUMENT_FORMATS:
+            doc, reason = outcome(DOCUMENT_FORMATS[name], row, done.data, options.filter)
+            documents[name] = (None if doc is None else orjson.dumps(doc), reason)
+            continue
         fmt = format_named(name)
         if fmt.selected(row, options.filter):
             batches[name] = rows_to_batch(fmt.records(row, done.data), fmt.schema)
     head = {k: v for k, v in row.items() if k not in ("steps", "tools")}
     head["steps_count"] = len(row["steps"])
-    return _Done(orjson.dumps(row) + b"\n", head, batches, done.raw_bytes, done.exchanges)
+    return _Done(
+        orjson.dumps(row) + b"\n", head, batches, documents, done.raw_bytes, done.exchanges
+    )
 
 
 def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_Done]:
@@ -141,7 +157,9 @@ def export(
     if options.max_raw_log < 1:
         raise ContagentError("--max-raw-log must be at least 1 byte")
     _check_license(options.license)
-    formats = [format_named(name) for name in dict.fromkeys(options.formats)]
+    names = list(dict.fromkeys(options.formats))
+    formats = [format_named(n) for n in names if n not in DOCUMENT_FORMATS]
+    document_formats = [document_format_named(n) for n in names if n in DOCUMENT_FORMATS]
     rollouts = find_rollouts(run_dirs)
     paths = ExportPaths(Path(out_dir))
     try:
@@ -158,7 +176,7 @@ def export(
     tmp = ExportPaths.staging(paths.results)
     stamp = {
         FILTER_KEY: options.filter.encode(),
-        FORMATS_KEY: ",".join(f.name for f in formats).encode(),
+        FORMATS_KEY: ",".join(names).encode(),
     }
     writers = {
         f.name: ShardWriter(
@@ -169,11 +187,17 @@ def export(
         )
         for f in formats
     }
+    documents: dict[str, DocumentWriter] = {}
     try:
+        for d in document_formats:
+            folder = paths.document_folder(d.name).root
+            documents[d.name] = DocumentWriter(folder, d, options.filter, names)
         with open(tmp, "wb") as fh:
-            _write_rows(fh, rollouts, options, writers, summary, progress)
+            _write_rows(fh, rollouts, options, (writers, documents), summary, progress)
         for fmt in formats:
             summary.parquet_files += [str(p) for p in writers[fmt.name].close()]
+        for name, doc_writer in documents.items():
+            summary.document_files[name] = [str(p) for p in doc_writer.close()]
         images = card_images(summary) if formats else []  # drawn once for all
         for fmt in formats:
             write_dataset_card(paths.format_folder(fmt.name).root, summary, fmt, images)
@@ -182,6 +206,8 @@ def export(
         tmp.unlink(missing_ok=True)
         for writer in writers.values():
             writer.abort()
+        for doc_writer in documents.values():
+            doc_writer.abort()
         raise
     summary.results_path = str(paths.results)
     _write_summary(paths, summary)
@@ -192,10 +218,11 @@ def _write_rows(
     fh: BinaryIO,
     rollouts: list[RolloutPaths],
     options: ExportOptions,
-    writers: dict[str, ShardWriter],
+    all_writers: tuple[dict[str, ShardWriter], dict[str, DocumentWriter]],
     summary: ExportSummary,
     progress: Progress | None,
 ) -> None:
+    writers, documents = all_writers
     seen_ids: set[str] = set()
     for n, done in enumerate(_results(rollouts, options), start=1):
         row = done.row
@@ -213,11 +240,15 @@ def _write_rows(
         if sft:
             # The SFT formats hold the same rows, one per branch: count them once.
             summary.branches_written += sft[0].num_rows
-        if any(b.num_rows for b in done.batches.values()):
+        for name, (doc, reason) in done.documents.items():
+            documents[name].add(row["rollout_id"], doc, reason)
+            summary.format_rows[name] = summary.format_rows.get(name, 0) + (doc is not None)
+        written = any(b.num_rows for b in done.batches.values())
+        if written or any(doc is not None for doc, _ in done.documents.values()):
             summary.rollouts_written += 1
         if progress:
             progress(n, len(rollouts))
-    for name in writers:
+    for name in [*writers, *documents]:
         summary.format_rows.setdefault(name, 0)
 
 

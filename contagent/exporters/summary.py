@@ -18,10 +18,16 @@ class ExportSummary(RowSummary):
     out_dir: str
     exchanges_read: int = 0
     branches_written: int = Field(0, description="Rows of each SFT format (one per branch).")
-    rollouts_written: int = Field(0, description="Rollouts with at least one Parquet row.")
+    rollouts_written: int = Field(
+        0, description="Rollouts with at least one Parquet row or document."
+    )
     format_rows: dict[str, int] = Field(
-        default_factory=dict, description="Parquet rows written, per format."
+        default_factory=dict,
+        description="Parquet rows written, per format (documents, per document format).",
     )
     raw_bytes: int = 0
     results_path: str | None = None
     parquet_files: list[str] = Field(default_factory=list)
+    document_files: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per document format, the documents written."
+    )

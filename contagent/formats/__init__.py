@@ -1,8 +1,9 @@
-"""Training formats: each one a module with a :class:`Format` (its Arrow schema and records).
+"""Training formats: each one a module with a :class:`Format` (its Arrow schema and records)
+or a :class:`~contagent.formats.documents.DocumentFormat` (one JSON document per rollout).
 
-The exporter writes a format's records as a dataset folder; the validator rebuilds the
-same records from the rows and compares. A new format is one new module and one line
-in :data:`FORMATS`.
+The exporter writes a format's records as a dataset folder, or its documents and their
+index; the validator rebuilds the same records from the rows and compares. A new format
+is one new module and one line in :data:`FORMATS` or :data:`DOCUMENT_FORMATS`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from contagent.errors import ContagentError
+from contagent.formats.atif import Atif
 from contagent.formats.base import RolloutData
+from contagent.formats.documents import DocumentFormat
 from contagent.formats.prime_sft import SCHEMA_VERSION, PrimeSft
 from contagent.formats.tokens import Tokens
 from contagent.formats.trl import Trl
@@ -56,15 +59,33 @@ class Format(Protocol):
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (PrimeSft(), Trl(), Tokens())}
+"""The Parquet formats (dataset folders)."""
+
+DOCUMENT_FORMATS: dict[str, DocumentFormat] = {f.name: f for f in (Atif(),)}
+"""The document formats (a JSON file per rollout and an index)."""
+
+FORMAT_NAMES: tuple[str, ...] = (*FORMATS, *DOCUMENT_FORMATS)
+"""Every ``--format`` value but ``results``."""
 
 
 def format_named(name: str) -> Format:
-    """The format called ``name``, or a one-line error listing the known ones."""
+    """The Parquet format called ``name``, or a one-line error listing the known ones."""
     try:
         return FORMATS[name]
     except KeyError:
-        known = ", ".join(FORMATS)
-        raise ContagentError(f"unknown format {name!r} (known: {known})") from None
+        raise ContagentError(_unknown(name)) from None
+
+
+def document_format_named(name: str) -> DocumentFormat:
+    """The document format called ``name``, or a one-line error listing the known ones."""
+    try:
+        return DOCUMENT_FORMATS[name]
+    except KeyError:
+        raise ContagentError(_unknown(name)) from None
+
+
+def _unknown(name: str) -> str:
+    return f"unknown format {name!r} (known: {', '.join(FORMAT_NAMES)})"
 
 
 def format_version(schema: pa.Schema, where: str) -> int:

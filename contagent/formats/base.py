@@ -16,3 +16,9 @@ class RolloutData:
     """Per branch, the union of its steps' tool definitions."""
     tokens: TokenPlan | None = None
     """The token samples; None when the raw log holds no token data."""
+    cached_tokens: dict[int, int] = field(default_factory=dict)
+    """Per kept step (exchange index), the prompt tokens its usage says were cache hits."""
+    agent: str | None = None
+    """The agent that ran (``result.json``'s ``agent``), when known."""
+    agent_version: str | None = None
+    """That agent's version (``result.json``'s ``agent_version``), when known."""

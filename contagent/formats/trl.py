@@ -47,8 +47,8 @@ COLUMN_DOCS: dict[str, str] = {
 }
 
 
-def _object_arguments(arguments: Any, rollout_id: str, call_id: Any) -> str:
-    """``arguments`` (a JSON string) as compact JSON text of an object, or raise."""
+def object_arguments(arguments: Any, rollout_id: str, call_id: Any, fmt: str) -> dict[str, Any]:
+    """``arguments`` (a JSON string) as the object it encodes, or raise naming ``fmt``."""
     try:
         value = orjson.loads(arguments) if isinstance(arguments, str) else None
     except orjson.JSONDecodeError:
@@ -56,9 +56,9 @@ def _object_arguments(arguments: Any, rollout_id: str, call_id: Any) -> str:
     if not isinstance(value, dict):
         raise ContagentError(
             f"rollout {rollout_id}: tool call {call_id!r} has arguments that are not a JSON "
-            "object; the trl format holds objects only"
+            f"object; the {fmt} format holds objects only"
         )
-    return orjson.dumps(value).decode()
+    return value
 
 
 def trl_records(
@@ -74,9 +74,9 @@ def trl_records(
         for message in record["messages"]:
             for call in message["tool_calls"] or ():
                 function = call["function"]
-                function["arguments"] = _object_arguments(
-                    function["arguments"], row["rollout_id"], call["id"]
-                )
+                function["arguments"] = orjson.dumps(
+                    object_arguments(function["arguments"], row["rollout_id"], call["id"], "trl")
+                ).decode()
     return records
 
 

@@ -10,6 +10,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
+from contagent.derive import rollout_data
 from contagent.errors import ContagentError
 from contagent.formats.base import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
@@ -38,6 +39,7 @@ class ValidationReport(BaseModel):
     rows: int = 0
     training_ready: int = 0
     parquet_rows: int = 0
+    documents: int = Field(0, description="Documents read from the document format folders.")
     violations: list[Violation] = Field(default_factory=list)
 
     @property
@@ -88,7 +90,7 @@ def _validate(results: Path, max_raw_log: int) -> ValidationReport:
         if found is not None:
             data[row["rollout_id"]] = found
     report.violations.extend(_set_problems(rows, summary))
-    report.parquet_rows, folder_problems = check_format_folders(
+    report.parquet_rows, report.documents, folder_problems = check_format_folders(
         ExportPaths.of_results(results), rows, data, summary
     )
     report.violations.extend(Violation(rollout_id=r, reason=p) for r, p in folder_problems)
@@ -114,7 +116,7 @@ def _check_row(
     max_raw_log: int,
 ) -> RolloutData | None:
     """The row against its raw log; returns what its formats' records are rebuilt from
-    (tool unions, token samples), None when the raw log is unusable."""
+    (tool unions, token samples, cached tokens, the agent), None when the raw log is unusable."""
     rid = str(row["rollout_id"])
 
     def violate(reason: str) -> None:
@@ -152,7 +154,7 @@ def _check_row(
         (step["branch"], raw.requests.get(step["exchange_index"], {}).get("body"))
         for step in row["steps"]
     )
-    return RolloutData(tools, _token_plan(row, raw))
+    return rollout_data(raw, result, row["steps"], tools, _token_plan(row, raw))
 
 
 def _token_plan(row: dict[str, Any], raw: RawRollout) -> token_rules.TokenPlan | None:

@@ -1,5 +1,8 @@
 """Folder-level checks: every dataset folder an export wrote, against the rows.
 
+Document folders (one JSON file per rollout) are checked by
+:mod:`contagent.validate.documents`; the rest of this module is about Parquet folders.
+
 For each format folder: its shard set is complete and readable, every shard has the
 format's schema and records the ``--filter`` the export used (read from the shards,
 so the export's summary file is not needed), and the records are exactly those the
@@ -16,10 +19,20 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from contagent.errors import ContagentError
-from contagent.formats import FILTER_KEY, FORMATS, FORMATS_KEY, Format, format_of, format_version
+from contagent.formats import (
+    DOCUMENT_FORMATS,
+    FILTER_KEY,
+    FORMAT_NAMES,
+    FORMATS,
+    FORMATS_KEY,
+    Format,
+    format_of,
+    format_version,
+)
 from contagent.formats.base import RolloutData
 from contagent.formats.folder import read_dataset_folder
 from contagent.layout import ExportPaths
+from contagent.validate.documents import check_document_folder
 from contagent.validate.tokens import sample_problems
 
 Problem = tuple[str | None, str]
@@ -40,28 +53,35 @@ def check_format_folders(
     rows: list[dict[str, Any]],
     data: RowData,
     summary: dict[str, Any] | None,
-) -> tuple[int, list[Problem]]:
+) -> tuple[int, int, list[Problem]]:
     """Check every format folder of the export against the rows and the export's summary
-    (None when there is none); return (Parquet records read, problems)."""
-    present = [name for name in FORMATS if paths.format_folder(name).root.exists()]
+    (None when there is none); return (Parquet records read, documents read, problems)."""
+    present = [name for name in FORMAT_NAMES if paths.root.joinpath(name).exists()]
     problems: list[Problem] = []
-    records = 0
+    records = documents = 0
     claimed: set[str] = set(_summary_formats(summary))
     for name in present:
-        n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, data)
-        records += n
+        if name in DOCUMENT_FORMATS:
+            folder = paths.document_folder(name)
+            n, folder_problems, written = check_document_folder(
+                folder, DOCUMENT_FORMATS[name], rows, data
+            )
+            documents += n
+        else:
+            n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, data)
+            records += n
         problems += folder_problems
         claimed |= written
     for name in sorted(claimed - set(present)):
         problems.append((None, f"{name}/: the export wrote this format but the folder is gone"))
-    return records, problems
+    return records, documents, problems
 
 
 def _summary_formats(summary: dict[str, Any] | None) -> list[str]:
     """Formats export-summary.json lists, when that file is there (it is optional)."""
     options = (summary or {}).get("options")
     formats = options.get("formats") if isinstance(options, dict) else None
-    return [f for f in formats if f in FORMATS] if isinstance(formats, list) else []
+    return [f for f in formats if f in FORMAT_NAMES] if isinstance(formats, list) else []
 
 
 def _check_folder(

@@ -34,7 +34,10 @@ def _check(name: str, records: list[dict]) -> None:
 
 def test_export_matches_goldens(samples: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    export([samples], out, ExportOptions(filter="all"))
+    export([samples], out, ExportOptions(filter="all", formats=("prime-sft", "atif")))
     _check("results.jsonl", [_normalise(r) for r in read_rows(out / "results.jsonl")])
     shards = sorted((out / "prime-sft" / "data").glob("*.parquet"))
     _check("prime-sft.jsonl", [r for s in shards for r in pq.read_table(s).to_pylist()])
+    index = orjson.loads((out / "atif" / "_index.json").read_bytes())
+    documents = [orjson.loads((out / "atif" / w["file"]).read_bytes()) for w in index["written"]]
+    _check("atif.jsonl", [index, *documents])
