@@ -1,8 +1,12 @@
 """A Docker engine of the tests' own, to stop and start mid-run without touching the host's.
 
 It has its own data root (kept under /var/cache/contagent, so the image it needs is
-loaded once per machine), exec root, pid file and socket, no default bridge, no iptables
-rules (the host engine's stay as they are) and an address pool of its own.
+loaded once per machine), exec root, pid file and socket, a default bridge of its own, no
+iptables rules (the host engine's stay as they are) and an address pool of its own.
+
+``--bridge=none`` is not an option: an engine started with it deletes the host's ``docker0``
+interface, and every later container on the host engine's default bridge (``docker build``
+steps included) then fails to start.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ NAME = "contagent-test-engine"
 SOCKET = f"/run/{NAME}.sock"
 URL = f"unix://{SOCKET}"
 PIDFILE = Path(f"/run/{NAME}.pid")
+BRIDGE = "ctest0"
+BRIDGE_ADDR = "10.214.0.1/24"
 
 
 def usable() -> str | None:
@@ -29,7 +35,21 @@ def usable() -> str | None:
         return "a private Docker engine needs root"
     if shutil.which("dockerd") is None:
         return "no dockerd on PATH"
+    if shutil.which("ip") is None:
+        return "no ip (iproute2) on PATH for the private engine's bridge"
     return None
+
+
+def _ensure_bridge() -> None:
+    """The private engine's own default bridge, made once per boot."""
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        return
+    for cmd in (
+        ["ip", "link", "add", "name", BRIDGE, "type", "bridge"],
+        ["ip", "addr", "add", BRIDGE_ADDR, "dev", BRIDGE],
+        ["ip", "link", "set", BRIDGE, "up"],
+    ):
+        subprocess.run(cmd, check=True, capture_output=True)
 
 
 class PrivateEngine:
@@ -38,11 +58,15 @@ class PrivateEngine:
 
     def start(self, timeout: float = 60) -> None:
         self._end_stale()
+        _ensure_bridge()
         ROOT.mkdir(parents=True, exist_ok=True)
+        # An engine clears the default network it stored last time at start, and deleting it
+        # deletes the interface it names: with no stored network it never touches docker0.
+        shutil.rmtree(ROOT / "data" / "network", ignore_errors=True)
         log = (ROOT / "dockerd.log").open("ab")
         self.proc = subprocess.Popen(
             ["dockerd", "--data-root", str(ROOT / "data"), "--exec-root", f"/run/{NAME}",
-             "--pidfile", str(PIDFILE), "-H", URL, "--bridge=none", "--iptables=false",
+             "--pidfile", str(PIDFILE), "-H", URL, f"--bridge={BRIDGE}", "--iptables=false",
              "--ip-masq=false", "--shutdown-timeout", "2",
              "--default-address-pool", "base=10.213.0.0/16,size=24"],
             stdout=log, stderr=log, start_new_session=True,

@@ -16,6 +16,7 @@ from typing import Any
 import docker
 import pytest
 
+from contagent.layout import RolloutPaths
 from contagent.rawlog import read_exchanges
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops
@@ -32,6 +33,8 @@ def engine(docker_client: Any) -> Iterator[private_engine.PrivateEngine]:
     why = private_engine.usable()
     if why is not None:
         pytest.skip(why)
+    host_bridge = Path("/sys/class/net/docker0")
+    had_bridge = host_bridge.exists()
     eng = private_engine.PrivateEngine()
     eng.start()
     try:
@@ -39,6 +42,8 @@ def engine(docker_client: Any) -> Iterator[private_engine.PrivateEngine]:
         yield eng
     finally:
         eng.stop()
+    # the host engine's containers and builds need their bridge after this module
+    assert host_bridge.exists() or not had_bridge, "the private engine removed docker0"
 
 
 def _result(log_dir: Path, name: str) -> RolloutResult | None:
@@ -68,7 +73,7 @@ def test_engine_restarted_mid_run_ends_the_run_and_resume_completes_it(
         assert first.stop_condition == "docker_engine"
         assert "Docker engine" in (first.error or "")
         assert _result(logs, "exp_001_r1") is None  # not started
-        raw = read_exchanges(logs / "rollouts" / "exp_001" / "exchanges.jsonl")
+        raw = read_exchanges(RolloutPaths(logs / "rollouts" / "exp_001").raw_log)
         assert raw.problems == [] and len(raw.requests) == len(raw.outcomes) == 1
 
         client.close()
