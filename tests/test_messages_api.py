@@ -1,0 +1,288 @@
+"""The Messages-API mapping: content blocks to chat shape, so that every chat rule applies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from contagent import rules
+from contagent.chat import usage_counts
+from contagent.messages_api import chat_body, chat_response, normalise_exchanges
+from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
+from contagent.testing.messages_moves import message_events, message_json
+from contagent.testing.messages_samples import OWN, expectations, write_messages_samples
+from tests.conftest import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+
+CACHE = {"type": "ephemeral"}
+
+
+def _req(body: dict[str, Any]) -> StubRequest:
+    return StubRequest(0, "POST", "/v1/messages", {}, orjson.dumps(body), body)
+
+
+def test_request_blocks_become_chat_messages() -> None:
+    body = {
+        "model": "m",
+        "system": [
+            {"type": "text", "text": "be"},
+            {"type": "text", "text": "brief", **{"cache_control": CACHE}},
+        ],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "do it"}]},
+            {"role": "system", "content": [{"type": "text", "text": "env"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "sig"},
+                    {"type": "text", "text": "ok"},
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"z": 1, "a": "ls"}},
+                    {"type": "tool_use", "id": "t2", "name": "Bash", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": "a.txt",
+                        "is_error": False,
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t2",
+                        "content": [{"type": "text", "text": "boom"}],
+                        "is_error": True,
+                    },
+                    {"type": "text", "text": "go on", "cache_control": CACHE},
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "name": "Bash",
+                "description": "sh",
+                "input_schema": {"type": "object"},
+                "cache_control": CACHE,
+            }
+        ],
+    }
+    chat, unknown = chat_body(body)
+    assert unknown == []
+    assert chat["messages"] == [
+        {"role": "system", "content": "be\nbrief"},
+        {"role": "user", "content": "do it"},
+        {"role": "system", "content": "env"},
+        {
+            "role": "assistant",
+            "content": "ok",
+            "reasoning_content": "hm",
+            "tool_calls": [
+                {
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "Bash", "arguments": '{"a":"ls","z":1}'},
+                },
+                {"id": "t2", "type": "function", "function": {"name": "Bash", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "a.txt", "is_error": False},
+        {"role": "tool", "tool_call_id": "t2", "content": "boom", "is_error": True},
+        {"role": "user", "content": "go on"},
+    ]
+    assert chat["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "Bash", "description": "sh", "parameters": {"type": "object"}},
+        }
+    ]
+    assert "system" not in chat
+
+
+def test_cache_control_and_block_lists_do_not_change_the_canonical_form() -> None:
+    """Claude Code moves the cache marker every turn and sends its in-`messages` system
+    message as blocks first and as a string later: the same conversation either way."""
+    blocks = [
+        {"type": "text", "text": "env"},
+        {"type": "text", "text": "skills", "cache_control": CACHE},
+    ]
+    early = chat_body(
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "system", "content": blocks}]}
+    )
+    later = chat_body(
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": "env\nskills"},
+            ]
+        }
+    )
+    assert early == later
+
+
+def test_media_and_redacted_thinking_fail_closed() -> None:
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+    }
+    chat, unknown = chat_body(
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "see"}, image]}]}
+    )
+    assert unknown == []
+    assert rules.tool_protocol_problems(chat["messages"])[0][0] == "non_text_content"
+    redacted = {"type": "redacted_thinking", "data": "xx"}
+    _, unknown = chat_body({"messages": [{"role": "assistant", "content": [redacted]}]})
+    assert unknown == ["redacted_thinking"]
+
+
+@pytest.mark.parametrize(
+    ("stop", "finish", "complete"),
+    [
+        ("end_turn", "stop", True),
+        ("stop_sequence", "stop", True),
+        ("tool_use", "tool_calls", True),
+        ("max_tokens", "length", False),
+        ("refusal", "refusal", False),
+        ("pause_turn", "pause_turn", False),
+        (None, None, False),
+    ],
+)
+def test_stop_reasons(stop: str | None, finish: str | None, complete: bool) -> None:
+    response = {"type": "message", "content": [{"type": "text", "text": "x"}], "stop_reason": stop}
+    chat, _ = chat_response(response)
+    assert chat["choices"][0]["finish_reason"] == finish
+    assert rules.completeness(200, chat)[0] is complete
+    assert rules.completeness(200, response)[0] is complete  # the proxy's view, before mapping
+
+
+def test_prompt_tokens_count_both_caches() -> None:
+    usage = {
+        "input_tokens": 3,
+        "cache_creation_input_tokens": 10,
+        "cache_read_input_tokens": 100,
+        "output_tokens": 7,
+    }
+    assert usage_counts(usage) == {
+        "prompt_tokens": 113,
+        "completion_tokens": 7,
+        "total_tokens": 120,
+    }
+    assert usage_counts({**usage, "cache_read_input_tokens": -1}) is None
+    assert usage_counts({**usage, "output_tokens": None}) is None
+
+
+def _assembled(events: list[tuple[str, str]], chunk: int = 7) -> dict[str, Any] | None:
+    """Reassemble the events as the proxy does: the wire bytes, cut into ``chunk``-byte reads."""
+    wire = b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
+    parser, asm = SSEParser(), StreamAssembler()
+    for i in range(0, len(wire), chunk):
+        asm.feed_many(parser.feed(wire[i : i + chunk]))
+    return asm.result()
+
+
+def test_stream_reassembles_the_whole_message() -> None:
+    req = _req({"model": "m", "stream": True})
+    reply = Reply(
+        content="done",
+        reasoning_content="think first",
+        tool_calls=[
+            ToolCall("Bash", {"command": "ls -la"}, id="toolu_1"),
+            ToolCall("Read", {"p": "x"}, id="toolu_2"),
+        ],
+        usage={"input_tokens": 5, "cache_read_input_tokens": 50, "output_tokens": 9},
+        chunks=4,
+    )
+    events = message_events(req, reply, "msg_1")
+    assert [n for n, _ in events][:2] == ["message_start", "ping"]
+    assert {"thinking_delta", "signature_delta", "text_delta", "input_json_delta"} <= {
+        orjson.loads(d).get("delta", {}).get("type") for _, d in events
+    }
+    assert _assembled(events) == message_json(req, reply, "msg_1")
+
+
+def test_stream_cut_before_message_stop_is_incomplete() -> None:
+    req = _req({"model": "m", "stream": True})
+    events = message_events(req, Reply(content="ok"), "msg_1")
+    whole = _assembled(events)
+    assert whole is not None and rules.completeness(200, whole)[0] is True
+    cut = _assembled(events[:-1])  # message_delta said end_turn, message_stop never came
+    assert cut is not None and cut["stop_reason"] is None
+    assert rules.completeness(200, cut)[0] is False
+    error = (
+        "error",
+        orjson.dumps({"type": "error", "error": {"type": "overloaded_error"}}).decode(),
+    )
+    broken = _assembled([*events[:3], error])
+    assert broken == {"type": "error", "error": {"type": "overloaded_error"}}
+    assert rules.completeness(200, broken)[0] is False
+
+
+def test_count_tokens_is_not_a_generation() -> None:
+    assert rules.is_chat_route("/v1/messages?beta=true")
+    assert not rules.is_chat_route("/v1/messages/count_tokens?beta=true")
+    req = {
+        "type": "request",
+        "index": 0,
+        "method": "POST",
+        "path": "/v1/messages/count_tokens",
+        "body": {"messages": []},
+    }
+    out = {
+        "type": "outcome",
+        "index": 0,
+        "outcome": "completed",
+        "status": 200,
+        "response": {"input_tokens": 4},
+    }
+    assert normalise_exchanges({0: req}, {0: out}) == []
+    assert "api" not in req and out["response"] == {"input_tokens": 4}
+
+
+def test_committed_messages_samples_match_their_generator(tmp_path: Path) -> None:
+    write_messages_samples(tmp_path)
+    assert_same_as_generated(
+        REPO / "data" / "rollouts" / "messages",
+        tmp_path,
+        list(expectations()),
+        "python -m contagent.testing.messages_samples data/rollouts/messages",
+    )
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("messages")
+    write_messages_samples(root)
+    return export_and_validate(root)
+
+
+@pytest.mark.parametrize("name", list(expectations()))
+def test_messages_sample_outcome(name: str, exported: dict[str, dict]) -> None:
+    """Each chat rule, on the Messages path: the same outcome as its chat twin."""
+    assert_outcome(exported[name], expectations()[name])
+
+
+def test_own_samples_keep_what_the_api_carried(exported: dict[str, dict]) -> None:
+    assert set(OWN) <= {name.removeprefix("messages_") for name in exported}
+    thinking = exported["messages_thinking"]["steps"]
+    assert [s["response"].get("reasoning_content") for s in thinking] == [
+        "It is in a file.",
+        "Write the answer.",
+        None,
+    ]
+    steps = exported["messages_system_in_messages"]["steps"]
+    assert [m["role"] for m in steps[0]["messages"]] == ["system", "user", "system"]
+    assert [s["extends"] for s in steps] == [None, 0, 1]
+    tools = [
+        m
+        for s in exported["messages_tool_error"]["steps"]
+        for m in s["messages"]
+        if m["role"] == "tool"
+    ]
+    assert [m["is_error"] for m in tools] == [False, True]
+    cache = exported["messages_cache_usage"]
+    assert [s["usage"]["prompt_tokens"] for s in cache["steps"]] == [912, 952, 992]
+    assert cache["token_usage"]["billed"]["prompt_tokens"] == 912 + 952 + 992
