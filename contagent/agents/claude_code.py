@@ -73,6 +73,16 @@ def _event(line: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _read_result(event: dict[str, Any], report: AgentReport) -> None:
+    """The final ``result`` event: how the run ended, and why when it failed."""
+    subtype = str(event.get("subtype") or "")
+    stop = STOPS.get(subtype, "error")
+    report.stop_condition = "error" if event.get("is_error") and stop == "finished" else stop
+    if report.stop_condition == "error":
+        said = str(event.get("result") or subtype or "error")
+        report.error = (said.splitlines() or [subtype])[0][:500]
+
+
 @dataclass(frozen=True)
 class ClaudeCode:
     name: str = "claude-code"
@@ -104,13 +114,12 @@ class ClaudeCode:
 
     def report(self, out_dir: Path) -> AgentReport:
         events = jsonl_objects(out_dir / "agent.stdout")
-        report = AgentReport(events=events, skills_loaded=[])
+        skills: list[str] = []
         try:
-            report.skills_loaded = sorted(
-                (out_dir / "claude-skills.txt").read_text(errors="replace").split()
-            )
+            skills = sorted((out_dir / "claude-skills.txt").read_text(errors="replace").split())
         except OSError:
             pass
+        report = AgentReport(events=events, skills_loaded=skills)
         try:
             version = (out_dir / "claude-version.txt").read_text(errors="replace").split()
             report.version = version[0] if version else None
@@ -121,21 +130,14 @@ class ClaudeCode:
             event = _event(line)
             kind = event.get("type")
             if kind == "system" and event.get("subtype") == "init" and report.version is None:
-                version = event.get("claude_code_version")
-                report.version = str(version) if version else None
+                said = event.get("claude_code_version")
+                report.version = str(said) if said else None
             elif kind == "assistant":
                 turns += 1
             elif kind == "result":
-                subtype = str(event.get("subtype") or "")
-                stop = STOPS.get(subtype, "error")
-                report.stop_condition = (
-                    "error" if event.get("is_error") and stop == "finished" else stop
-                )
+                _read_result(event, report)
                 if isinstance(event.get("num_turns"), int):
                     turns = event["num_turns"]
-                if report.stop_condition == "error":
-                    said = event.get("result") or subtype or "error"
-                    report.error = str(said).splitlines()[0][:500] if str(said) else subtype
         report.iterations = turns
         return report
 

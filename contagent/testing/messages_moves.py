@@ -106,7 +106,7 @@ def _block_events(n: int, block: dict[str, Any], chunks: int) -> list[dict[str, 
     kind = block["type"]
     deltas: list[dict[str, Any]] = []
     if kind == "thinking":
-        start = {"type": "thinking", "thinking": "", "signature": ""}
+        start: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
         deltas += [
             {"type": "thinking_delta", "thinking": p} for p in _split(block["thinking"], chunks)
         ]

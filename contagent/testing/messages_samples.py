@@ -66,7 +66,7 @@ def system_in_messages(b: RolloutBuilder) -> tuple[Lines, dict[str, Any]]:
 
     def change(rec: dict[str, Any]) -> None:
         if rec["type"] == "request" and rec["index"] == 0:
-            blocks = [{"type": "text", "text": t} for t in env.split("\n")]
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in env.split("\n")]
             blocks[-1]["cache_control"] = dict(CACHE)
             rec["body"]["messages"][1]["content"] = blocks
 
@@ -201,19 +201,19 @@ def write_messages_samples(root: Path) -> list[Path]:
     written: list[Path] = []
     expected: dict[str, Any] = {}
     wanted = expectations()
-    builds: list[tuple[str, Callable[[RolloutBuilder], tuple[Lines, dict[str, Any]]], float]] = []
-    for n, (name, (build, _)) in enumerate(RECORDED_AGAIN.items()):
-        builds.append((name, _recorded_again(build), 1_767_000_000.0 + 1000 * n))
+    builds: list[tuple[str, Own, float]] = []
+    for n, (name, (chat, _)) in enumerate(RECORDED_AGAIN.items()):
+        builds.append((name, _recorded_again(chat), 1_767_000_000.0 + 1000 * n))
     for n, (name, (own, _)) in enumerate(OWN.items()):
         builds.append((name, own, 1_768_000_000.0 + 1000 * n))
-    for name, build, clock in builds:
+    for name, play, clock in builds:
         rid = f"messages_{name}"
         b = RolloutBuilder(rid, TASK, clock=clock)
-        lines, result = build(b)
+        lines, result = play(b)
         b.lines = lines
         written.append(b.write(root, result).root)
         expected[rid] = {
-            "about": build.__doc__.strip() if build.__doc__ else None,
+            "about": play.__doc__.strip() if play.__doc__ else None,
             **asdict(wanted[rid]),
         }
     (root / "expected.json").write_bytes(orjson.dumps(expected, option=orjson.OPT_INDENT_2) + b"\n")
