@@ -93,3 +93,21 @@ def test_claude_code_image_holds_the_pinned_binary_only(
     )  # fmt: skip
     assert out.decode().split() == [VERSION, "(Claude", "Code)", "no-node", "venv"]
     assert docker_client.images.get(claude_image).labels.get("contagent.agent") == "claude-code"
+
+
+def test_contagent_build_builds_claude_code_s_image(docker_client: Any, claude_image: str) -> None:
+    """`contagent build --agent claude-code` builds from its own Dockerfile (cached after CI's build)."""
+    from tests.e2e.conftest import BASE_IMAGE
+
+    tag = "contagent-runner-claude-code-buildtest:latest"
+    proc = cli("build", "--agent", "claude-code", "--tag", tag, "--base-image", BASE_IMAGE,
+               "--ca-bundle", "/etc/ssl/certs/ca-certificates.crt", timeout=1200)  # fmt: skip
+    try:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        said = " ".join(proc.stderr.split())  # the console may wrap the line
+        assert f"built {tag}" in said and "for claude-code from" in said
+        image = docker_client.images.get(tag)
+        assert image.labels.get("contagent.runner-image") == "1"
+        assert image.labels.get("contagent.agent") == "claude-code"
+    finally:
+        docker_client.images.remove(tag, force=True)
