@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import subprocess
 import sys
+import time
 
 import anthropic
+import orjson
+import pytest
+from aiohttp import web
 
 from contagent.rawlog import parse_exchanges
 from contagent.records import RolloutResult
-from contagent.testing.llm_stub import Reply, ToolCall
+from contagent.testing.llm_stub import Raw, Reply, StubRequest, ToolCall
+from contagent.testing.messages_moves import message_events
 from tests.conftest import read_rows
-from tests.proxy.conftest import CLIENT_KEY, exchanges
+from tests.proxy.conftest import (
+    CLIENT_KEY,
+    dechunk,
+    exchanges,
+    fail_outcomes,
+    raw_address,
+    raw_post,
+)
+from tests.proxy.upstreams import AiohttpUpstream
 
 CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]
 CACHE = {"type": "ephemeral"}
@@ -81,3 +96,80 @@ def test_real_client_through_the_proxy_json_and_streamed(stub_factory, proxy_fac
     val = subprocess.run([*CLI, "validate", str(out / "results.jsonl"), "--json"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert val.returncode == 0 and json.loads(val.stdout)["violations"] == [], val.stdout
+
+
+def _stream_bytes() -> bytes:
+    req = StubRequest(0, "POST", "/v1/messages", {}, b"{}", {"model": "m", "stream": True})
+    events = message_events(req, Reply(content="hi message_stop there"), "msg_b")
+    return b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
+
+
+def test_stream_burst_reaches_the_client_only_after_the_record(
+    stub_factory, proxy_factory, tmp_path, monkeypatch
+):
+    """A whole Messages stream in one read (`message_stop` also inside a token): the client
+    sees the `message_stop` event only once the outcome is on disk, and gets every byte."""
+    stream = _stream_bytes()
+    stub = stub_factory([Raw(stream, content_type="text/event-stream")])
+    proxy = proxy_factory(stub.url)
+    recorder = proxy.proxy.recorder
+    real_append = recorder.append
+
+    def slow_append(rollout_id, record):  # a slow disk: sending first would now show
+        if record["type"] == "outcome":
+            time.sleep(0.3)
+        real_append(rollout_id, record)
+
+    monkeypatch.setattr(recorder, "append", slow_append)
+    host, port, path = raw_address(proxy)
+    body = orjson.dumps({"model": "m", "max_tokens": 9, "messages": [], "stream": True})
+    log = tmp_path / "records" / "r1" / "exchanges.jsonl"
+    end = b"event: message_stop"
+    with socket.create_connection((host, port), timeout=20) as sock:
+        sock.sendall(raw_post(path + "/messages", body, "Connection: close\r\n"))
+        raw = b""
+        while not raw.endswith(b"0\r\n\r\n"):
+            got = sock.recv(65536)
+            if not got:
+                break
+            if end in raw + got and end not in raw:
+                # the moment the client can see the end, the outcome is already recorded
+                assert any(
+                    orjson.loads(x)["type"] == "outcome" for x in log.read_bytes().splitlines()
+                )
+            raw += got
+    assert dechunk(raw.partition(b"\r\n\r\n")[2]) == stream
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "completed" and out["response"]["stop_reason"] == "end_turn"
+    assert out["response"]["content"] == [{"type": "text", "text": "hi message_stop there"}]
+
+
+@pytest.mark.parametrize("split", [b"event: message_st", b'data: {"type":"message_stop"}\n'])
+def test_an_end_event_split_across_reads_still_waits_for_the_record(
+    upstream, proxy_factory, monkeypatch, split
+):
+    """`message_stop` cut by a read boundary: the outcome must still be on disk before the
+    client sees the end. Here it cannot be written and the client holds part of the event,
+    so the connection is cut mid-body: the client gets an error, not a finished message."""
+    stream = _stream_bytes()
+    at = stream.rindex(b"event: message_stop") + len(split)
+
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in (stream[:at], stream[at:]):
+            await resp.write(piece)
+            await asyncio.sleep(0.1)  # two reads on the proxy's side
+        await resp.write_eof()
+        return resp
+
+    proxy = proxy_factory(upstream(AiohttpUpstream(handler)).url)
+    fail_outcomes(proxy, monkeypatch)
+    base = proxy.rollout_base_url("r1").removesuffix("/v1")
+    c = anthropic.Anthropic(base_url=base, api_key=CLIENT_KEY, max_retries=0, timeout=20)
+    with (  # the client's transport error, as it comes
+        pytest.raises(Exception, match="incomplete chunked read"),
+        c.messages.stream(model="m", max_tokens=9, messages=[]) as events,
+    ):
+        events.get_final_message()
