@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contagent import rules
 from contagent.chat import usage_counts
@@ -286,3 +288,55 @@ def test_own_samples_keep_what_the_api_carried(exported: dict[str, dict]) -> Non
     cache = exported["messages_cache_usage"]
     assert [s["usage"]["prompt_tokens"] for s in cache["steps"]] == [912, 952, 992]
     assert cache["token_usage"]["billed"]["prompt_tokens"] == 912 + 952 + 992
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    content=st.none() | _TEXT,
+    reasoning=st.none() | _TEXT,
+    arguments=st.lists(
+        st.dictionaries(_TEXT, _TEXT | st.integers(-(2**53), 2**53), max_size=3), max_size=3
+    ),
+    pieces=st.integers(1, 6),
+    chunk=st.integers(1, 64),
+)
+def test_any_stream_reassembles_to_the_json_answer(
+    content: str | None,
+    reasoning: str | None,
+    arguments: list[dict[str, Any]],
+    pieces: int,
+    chunk: int,
+) -> None:
+    """The reader of the Messages event stream: however the deltas are split and the bytes
+    cut into reads, the proxy's reassembly is the message the JSON endpoint returns, and
+    its chat mapping is the same too."""
+    calls = [ToolCall("Bash", a, id=f"toolu_{n}") for n, a in enumerate(arguments)]
+    reply = Reply(content=content, reasoning_content=reasoning, tool_calls=calls, chunks=pieces)
+    req = _req({"model": "m", "stream": True})
+    whole = message_json(req, reply, "msg_p")
+    assembled = _assembled(message_events(req, reply, "msg_p"), chunk)
+    assert assembled == whole
+    assert chat_response(assembled) == chat_response(whole)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(_TEXT, min_size=1, max_size=4),
+    marked=st.sets(st.integers(0, 3)),
+    role=st.sampled_from(["user", "system"]),
+)
+def test_cache_markers_never_change_the_conversation(
+    texts: list[str], marked: set[int], role: str
+) -> None:
+    """The reader of request blocks: `cache_control` on any block, and a block list sent
+    later as its joined string, give the same chat messages."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    for n in marked & set(range(len(blocks))):
+        blocks[n]["cache_control"] = CACHE
+    as_blocks = chat_body({"system": blocks, "messages": [{"role": role, "content": blocks}]})
+    joined = "\n".join(texts)
+    as_string = chat_body({"system": joined, "messages": [{"role": role, "content": joined}]})
+    assert as_blocks == as_string
