@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +341,40 @@ def test_cache_markers_never_change_the_conversation(
     joined = "\n".join(texts)
     as_string = chat_body({"system": joined, "messages": [{"role": role, "content": joined}]})
     assert as_blocks == as_string
+
+
+def _flip_tool_error(row: dict[str, Any]) -> None:
+    for step in row["steps"]:
+        for m in step["messages"]:
+            if m.get("is_error") is True:
+                m["is_error"] = False
+
+
+def _drop_cache_counts(row: dict[str, Any]) -> None:
+    usage = row["steps"][0]["usage"]
+    usage["prompt_tokens"] -= 900  # the first turn's cache_creation_input_tokens
+    usage["total_tokens"] -= 900
+
+
+@pytest.mark.parametrize(
+    ("rollout", "mutate"),
+    [("messages_tool_error", _flip_tool_error), ("messages_cache_usage", _drop_cache_counts)],
+)
+def test_validation_catches_a_lost_messages_fact(
+    tmp_path: Path, rollout: str, mutate: Callable[[dict[str, Any]], None]
+) -> None:
+    """A tool error recorded as a success, or a prompt counted without its cached tokens,
+    is a violation naming the rollout."""
+    from contagent.exporters.export import ExportOptions, export
+    from contagent.validate.check import validate
+
+    root, out = tmp_path / "samples", tmp_path / "out"
+    write_messages_samples(root)
+    export([root], out, ExportOptions(filter="all"))
+    rows = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
+    for row in rows:
+        if row["rollout_id"] == rollout:
+            mutate(row)
+    (out / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    report = validate(out / "results.jsonl")
+    assert not report.ok and {v.rollout_id for v in report.violations} == {rollout}
