@@ -378,3 +378,23 @@ def test_validation_catches_a_lost_messages_fact(
     (out / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     report = validate(out / "results.jsonl")
     assert not report.ok and {v.rollout_id for v in report.violations} == {rollout}
+
+
+def test_a_delta_for_no_open_block_is_a_fault_not_a_message() -> None:
+    """Text that fits no block would be silently lost from the message: the stream is counted
+    as faulty instead (the proxy then records an upstream error)."""
+    req = _req({"model": "m", "stream": True})
+    events = message_events(req, Reply(content="ok"), "msg_1")
+    stray = {
+        "type": "content_block_delta",
+        "index": 7,
+        "delta": {"type": "text_delta", "text": "lost"},
+    }
+    asm = StreamAssembler()
+    asm.feed_many(
+        [d for _, d in events[:4]] + [orjson.dumps(stray).decode()] + [d for _, d in events[4:]]
+    )
+    assert asm.misplaced == 1 and asm.malformed == 0
+    whole = StreamAssembler()
+    whole.feed_many([d for _, d in events])
+    assert whole.misplaced == 0

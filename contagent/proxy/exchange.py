@@ -139,7 +139,9 @@ class Exchange:
             return
         self.conn.send(data)
         if self.done:
-            log.warning("%s #%d: bytes after the end event not recorded", self.rollout_id, self.index)
+            log.warning(
+                "%s #%d: bytes after the end event not recorded", self.rollout_id, self.index
+            )
         else:
             state.add(data)
 

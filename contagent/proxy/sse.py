@@ -126,6 +126,7 @@ class StreamAssembler:
         "_system_fingerprint",
         "_tpl",
         "malformed",
+        "misplaced",
         "usage",
     )
 
@@ -141,6 +142,8 @@ class StreamAssembler:
         self.usage: dict[str, Any] | None = None
         #: payloads that were neither JSON objects nor ``[DONE]``
         self.malformed = 0
+        #: Messages events that fit no place in the message (a delta for no open block)
+        self.misplaced = 0
         #: (prefix, suffix, content parts) of the last plain content-token event, see feed()
         self._tpl: tuple[str, str, list[str]] | None = None
 
@@ -282,6 +285,7 @@ class StreamAssembler:
         self._tpl = None
         self._messages.feed(etype, event)
         self.usage = self._messages.usage
+        self.misplaced = self._messages.misplaced
 
     def _feed_choice(self, choice: dict[str, Any]) -> None:
         idx = choice.get("index", 0)

@@ -46,7 +46,7 @@ _TEXT_DELTAS = {
 class MessageStream:
     """Accumulates one Messages stream; feed it each event's parsed ``data``."""
 
-    __slots__ = ("_blocks", "_error", "_json", "_message", "_stopped", "usage")
+    __slots__ = ("_blocks", "_error", "_json", "_message", "_stopped", "misplaced", "usage")
 
     def __init__(self) -> None:
         self._message: dict[str, Any] | None = None
@@ -56,6 +56,9 @@ class MessageStream:
         self._stopped = False
         self._error: dict[str, Any] | None = None
         self.usage: dict[str, Any] | None = None
+        #: events that name no open block, or come before ``message_start``: what they
+        #: carried has no place in the message, so the stream is a fault, not a message
+        self.misplaced = 0
 
     def feed(self, etype: str, event: dict[str, Any]) -> None:
         if etype == "message_start":
@@ -66,8 +69,10 @@ class MessageStream:
         elif etype == "content_block_start":
             block = event.get("content_block")
             index = event.get("index")
-            if isinstance(block, dict) and isinstance(index, int):
+            if isinstance(block, dict) and isinstance(index, int) and self._message is not None:
                 self._blocks[index] = copy.deepcopy(block)
+            else:
+                self.misplaced += 1
         elif etype == "content_block_delta":
             self._delta(event.get("index"), event.get("delta"))
         elif etype == "content_block_stop":
@@ -78,6 +83,8 @@ class MessageStream:
                 for key in ("stop_reason", "stop_sequence"):
                     if key in delta:
                         self._message[key] = delta[key]
+            else:
+                self.misplaced += 1
             self._add_usage(event.get("usage"))
         elif etype == "message_stop":
             self._stopped = True
@@ -92,6 +99,7 @@ class MessageStream:
     def _delta(self, index: Any, delta: Any) -> None:
         block = self._blocks.get(index) if isinstance(index, int) else None
         if block is None or not isinstance(delta, dict):
+            self.misplaced += 1
             return
         kind = delta.get("type")
         if kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):

@@ -9,7 +9,6 @@ import orjson
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.proxy.tokens import TokenAsk, TokenCollector, relay_event
 
-
 #: what an end event holds: chat's ``data: [DONE]``, the Messages API's ``message_stop``
 _END_MARKERS = (b"[DONE]", b"message_stop")
 _TAIL = max(map(len, _END_MARKERS)) - 1
@@ -128,6 +127,8 @@ class StreamState:
         fault = None
         if asm.malformed:
             fault = f"{asm.malformed} stream event(s) are not valid JSON"
+        elif asm.misplaced:
+            fault = f"{asm.misplaced} stream event(s) fit no place in the message"
         elif tail:
             fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
         elif not self.events:

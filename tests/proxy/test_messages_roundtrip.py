@@ -10,6 +10,7 @@ import sys
 import time
 
 import anthropic
+import httpx
 import orjson
 import pytest
 from aiohttp import web
@@ -173,3 +174,21 @@ def test_an_end_event_split_across_reads_still_waits_for_the_record(
         c.messages.stream(model="m", max_tokens=9, messages=[]) as events,
     ):
         events.get_final_message()
+
+
+def test_a_stream_with_a_misplaced_event_is_an_upstream_error(
+    stub_factory, proxy_factory, tmp_path
+):
+    stray = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":7,"delta":{"type":"text_delta","text":"lost"}}\n\n'
+    stream = _stream_bytes()
+    cut = stream.index(b"event: message_delta")
+    stub = stub_factory(
+        [Raw(stream[:cut] + stray + stream[cut:], content_type="text/event-stream")]
+    )
+    proxy = proxy_factory(stub.url)
+    body = {"model": "m", "max_tokens": 9, "messages": [], "stream": True}
+    got = httpx.post(proxy.rollout_base_url("r1") + "/messages", json=body, timeout=20)
+    assert got.content.endswith(b'data: {"type":"message_stop"}\n\n')  # relayed as sent
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error"
+    assert out["error"] == "1 stream event(s) fit no place in the message"
