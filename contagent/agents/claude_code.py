@@ -35,8 +35,14 @@ mkdir -p "$HOME/.claude/skills"
 for skill in {skills}; do
   cp -r {skills_dir}/"$skill" "$HOME/.claude/skills/" && echo "$skill" >> {out}/claude-skills.txt
 done
-exec claude -p --output-format stream-json --verbose --dangerously-skip-permissions \\
+claude -p --output-format stream-json --verbose --dangerously-skip-permissions \\
   --max-turns {max_turns} < {here}/task.txt
+rc=$?
+# Stopping at --max-turns (claude exits 1) is the iteration limit, not an agent failure.
+if [ "$rc" -ne 0 ] && tail -n 1 {out}/agent.stdout | grep -q '"subtype":"error_max_turns"'; then
+  exit 0
+fi
+exit "$rc"
 """
 
 #: ``result`` event subtypes, in the runner's stop_condition words

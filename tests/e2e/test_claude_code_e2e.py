@@ -111,3 +111,28 @@ def test_contagent_build_builds_claude_code_s_image(docker_client: Any, claude_i
         assert image.labels.get("contagent.agent") == "claude-code"
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+def test_the_iteration_limit_is_its_max_turns(
+    tmp_path: Path, stub_factory: Any, run_id: str, claude_image: str
+) -> None:
+    """`--max-iterations 1` stops Claude Code after one turn: a max_iterations stop, not an
+    agent error, and the export calls the rollout truncated, not training-ready."""
+    stub = stub_factory(claude_code)
+    proc = cli(
+        "run", "--served-model-name", "stub-model", "--vllm-url", stub.url, "--experiment", "exp_001",
+        "--agent", "claude-code", "--max-iterations", "1", "--log-dir", str(tmp_path / "logs"),
+        "--run-id", run_id, "--timeout", "300",
+    )  # fmt: skip
+    paths = RunPaths(tmp_path / "logs")
+    result = RolloutResult.model_validate_json(paths.rollout("exp_001").result.read_bytes())
+    assert result.stop_condition == "max_iterations", (result.status, result.error, proc.stderr)
+    assert result.status == "failed"  # the task was not done yet
+    assert result.exit_codes is not None and result.exit_codes.agent == 0
+    assert len([r for r in stub.requests if r.method == "POST"]) == 1
+    out = tmp_path / "export"
+    assert (
+        cli("export", str(paths.rollouts_dir), "--out", str(out), "--filter", "all").returncode == 0
+    )
+    [row] = read_rows(out / "results.jsonl")
+    assert row["truncated"] is True and row["training_ready"] is False
