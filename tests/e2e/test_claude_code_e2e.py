@@ -12,7 +12,7 @@ from contagent.agents.claude_code import AGENT as CLAUDE_CODE
 from contagent.layout import RunPaths
 from contagent.records import RolloutResult
 from contagent.testing.players import claude_code, seen_secrets
-from tests.conftest import cli, read_rows
+from tests.helpers import cli, read_rows
 
 pytestmark = pytest.mark.docker
 
@@ -97,7 +97,7 @@ def test_claude_code_image_holds_the_pinned_binary_only(
 
 def test_contagent_build_builds_claude_code_s_image(docker_client: Any, claude_image: str) -> None:
     """`contagent build --agent claude-code` builds from its own Dockerfile (cached after CI's build)."""
-    from tests.e2e.conftest import BASE_IMAGE
+    from tests.e2e.helpers import BASE_IMAGE
 
     tag = "contagent-runner-claude-code-buildtest:latest"
     proc = cli("build", "--agent", "claude-code", "--tag", tag, "--base-image", BASE_IMAGE,

@@ -19,8 +19,8 @@ from contagent.rawlog import parse_exchanges
 from contagent.records import RolloutResult
 from contagent.testing.llm_stub import Raw, Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
-from tests.conftest import read_rows
-from tests.proxy.conftest import (
+from tests.helpers import read_rows
+from tests.proxy.helpers import (
     CLIENT_KEY,
     dechunk,
     exchanges,

@@ -18,7 +18,7 @@ from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events, message_json
 from contagent.testing.messages_samples import OWN, expectations, write_messages_samples
-from tests.conftest import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
 
 CACHE = {"type": "ephemeral"}
 
