@@ -398,3 +398,21 @@ def test_a_delta_for_no_open_block_is_a_fault_not_a_message() -> None:
     whole = StreamAssembler()
     whole.feed_many([d for _, d in events])
     assert whole.misplaced == 0
+
+
+def test_the_stub_counts_tokens_without_spending_a_move() -> None:
+    """The real client's count_tokens and create against the scripted model: the count is
+    not a move, so the script's one reply still answers the generation."""
+    import anthropic
+
+    from contagent.testing.llm_stub import start_stub_in_thread
+
+    stub = start_stub_in_thread([Reply(content="hi")])
+    try:
+        c = anthropic.Anthropic(base_url=stub.url, api_key="x", max_retries=0, timeout=10)
+        messages: Any = [{"role": "user", "content": "hello"}]
+        assert c.messages.count_tokens(model="m", messages=messages).input_tokens > 0
+        reply = c.messages.create(model="m", max_tokens=5, messages=messages)
+        assert reply.stop_reason == "end_turn" and getattr(reply.content[0], "text", None) == "hi"
+    finally:
+        stub.stop()
