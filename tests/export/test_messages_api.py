@@ -17,8 +17,8 @@ from contagent.messages_api import chat_body, chat_response, normalise_exchanges
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events, message_json
-from contagent.testing.messages_samples import OWN, expectations, write_messages_samples
 from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
+from tools.messages_samples import OWN, expectations, write_messages_samples
 
 CACHE = {"type": "ephemeral"}
 
@@ -251,7 +251,7 @@ def test_committed_messages_samples_match_their_generator(tmp_path: Path) -> Non
         REPO / "data" / "rollouts" / "messages",
         tmp_path,
         list(expectations()),
-        "python -m contagent.testing.messages_samples data/rollouts/messages",
+        "python -m tools.messages_samples data/rollouts/messages",
     )
 
 

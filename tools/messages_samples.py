@@ -1,13 +1,13 @@
 """The sample rollouts on the Anthropic Messages API, in ``data/rollouts/messages``.
 
-Every chat scenario of :mod:`contagent.testing.samples` is recorded again as
-Claude Code would have sent it (:mod:`contagent.testing.messages_records`), with
+Every chat scenario of :mod:`tools.samples` is recorded again as
+Claude Code would have sent it (:mod:`tools.messages_records`), with
 the same expected outcome: each rule of the chat path, on the Messages path.
 Beside them, the cases only this API has: thinking with signatures and a
 redacted one, a system message inside ``messages`` (blocks first, a string
 later), cache usage, a tool error, a refusal, a stream cut before
 ``message_stop``, a ``count_tokens`` call, and a rollout mixing both APIs.
-``python -m contagent.testing.messages_samples data/rollouts/messages``
+``python -m tools.messages_samples data/rollouts/messages``
 rewrites them; a test checks the committed files equal what this module builds.
 """
 
@@ -24,10 +24,10 @@ import orjson
 from contagent.proxy.sse import StreamAssembler
 from contagent.testing.llm_moves import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
-from contagent.testing.messages_records import CACHE, Lines, edit, records
-from contagent.testing.rollouts import RolloutBuilder, assistant, call
-from contagent.testing.sample_base import PASSED, TASK, Expected, solve
-from contagent.testing.samples import SCENARIOS
+from tools.messages_records import CACHE, Lines, edit, records
+from tools.rollouts import RolloutBuilder, assistant, call
+from tools.sample_base import PASSED, TASK, Expected, solve
+from tools.samples import SCENARIOS
 
 _CAT = {"command": "cat ~/workspace/secret.txt"}
 _ECHO = {"command": "echo pass:hunter2 > ~/workspace/result.txt"}

@@ -4,7 +4,7 @@ What Claude Code would have sent on ``/v1/messages`` for the same conversation:
 ``system`` text blocks with ``cache_control``, content blocks,
 ``tool_use``/``tool_result``, the cache marker on the last block of the last
 message; responses as ``message`` objects with ``input_tokens``/``output_tokens``.
-:mod:`contagent.testing.messages_samples` records every chat sample again with it.
+:mod:`tools.messages_samples` records every chat sample again with it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from contagent.chat import message_text
-from contagent.testing.rollouts import RolloutBuilder
+from tools.rollouts import RolloutBuilder
 
 CACHE = {"type": "ephemeral"}
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
