@@ -6,7 +6,7 @@ and agents and a scripted LLM.
 Per rollout, the runner's own overhead is the wall time the host saw minus the
 time spent in setup.sh, the agent (SDK import, set-up, run) and evaluate.sh:
 network and container creation, copying files in and out, the proxy, clean-up.
-Each agent (default: all three) runs exp_001 with each --jobs setting twice over the same
+Each agent (default: every agent) runs exp_001 with each --jobs setting twice over the same
 rollouts: with the local runner and, when Ray is installed (``.[ray]``), as Ray tasks on a
 local cluster of two worker nodes started by the benchmark (each with as many CPUs as the
 largest --jobs, so --jobs is the only cap). "executor s" is what the executor adds around

@@ -15,6 +15,9 @@ import orjson
 #: what :func:`usage_counts` returns, and what the token identity sums.
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
+#: Messages-API usage fields of prompt tokens counted apart from ``input_tokens``.
+ANTHROPIC_CACHE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens")
+
 #: content part types that carry text; any other part (image, audio, file) cannot
 #: be written to a string-content training row.
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -88,8 +91,10 @@ def finish_reason(response: Any) -> str | None:
 
 
 def usage_counts(usage: Any) -> dict[str, int] | None:
-    """Normalise chat (prompt/completion) or Responses (input/output) usage.
+    """Normalise chat (prompt/completion), Responses or Messages (input/output) usage.
 
+    Messages usage counts the prompt's cached tokens apart: its prompt tokens are
+    ``input_tokens`` plus ``cache_creation_input_tokens`` and ``cache_read_input_tokens``.
     None when absent or implausible: a count that is negative or not an integer,
     or a total that is not prompt + completion. Corrupt usage is treated as missing.
     """
@@ -100,6 +105,14 @@ def usage_counts(usage: Any) -> dict[str, int] | None:
     total: Any = usage.get("total_tokens")
     if not (_is_count(prompt) and _is_count(completion)):
         return None
+    if "prompt_tokens" not in usage:
+        for name in ANTHROPIC_CACHE_FIELDS:
+            cached = usage.get(name)
+            if cached is None:
+                continue
+            if not _is_count(cached):
+                return None
+            prompt += cached
     if total is None:
         total = prompt + completion
     elif not _is_count(total) or total != prompt + completion:
@@ -108,10 +121,14 @@ def usage_counts(usage: Any) -> dict[str, int] | None:
 
 
 def cached_tokens(usage: Any) -> int | None:
-    """The prompt tokens a server says were cache hits (chat ``prompt_tokens_details`` or
-    Responses ``input_tokens_details``), or None when it says nothing usable."""
+    """The prompt tokens a server says were cache hits (chat ``prompt_tokens_details``,
+    Responses ``input_tokens_details``, Messages ``cache_read_input_tokens``), or None when
+    it says nothing usable."""
     if not isinstance(usage, dict):
         return None
+    if "cache_read_input_tokens" in usage:
+        read = usage["cache_read_input_tokens"]
+        return read if _is_count(read) else None
     details = usage.get("prompt_tokens_details", usage.get("input_tokens_details"))
     value = details.get("cached_tokens") if isinstance(details, dict) else None
     return value if _is_count(value) else None

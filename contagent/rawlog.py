@@ -27,10 +27,10 @@ from typing import Any
 import orjson
 import zstandard
 
+from contagent import messages_api, responses
 from contagent.chat import cached_tokens, usage_counts
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES, RESULT_SCHEMA_VERSION, SCHEMA_VERSION
-from contagent.responses import normalise_exchanges
 from contagent.versions import check_version
 
 #: The default raw-log size limit, in plain (decompressed) bytes, for every reader.
@@ -54,8 +54,8 @@ class RawRollout:
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: (kind, text) of each integrity problem; kinds: duplicate_record, index_gap,
-    #: no_outcome, no_request, torn_line, and the Responses mapping's responses_chain,
-    #: unsupported_item
+    #: no_outcome, no_request, torn_line, the Responses mapping's responses_chain, and
+    #: both mappings' unsupported_item
     problems: list[tuple[str, str]] = field(default_factory=list)
 
     def usage(self, index: int) -> dict[str, int] | None:
@@ -143,8 +143,9 @@ def parse_exchanges(path: Path, data: bytes | bytearray) -> RawRollout:
             raw.problems.append(("duplicate_record", f"duplicate {kind} record for index {index}"))
             continue
         table[index] = rec
-    # Responses-API exchanges are read in chat shape, so every chat rule applies to them.
-    raw.problems.extend(normalise_exchanges(raw.requests, raw.outcomes))
+    # Responses- and Messages-API exchanges are read in chat shape, so every chat rule applies.
+    raw.problems.extend(responses.normalise_exchanges(raw.requests, raw.outcomes))
+    raw.problems.extend(messages_api.normalise_exchanges(raw.requests, raw.outcomes))
     _check_integrity(raw)
     return raw
 

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contagent.messages_api import FINISH_REASONS as MESSAGES_FINISH_REASONS
 from contagent.versions import version_field
 
 #: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
@@ -137,13 +138,16 @@ class RequestRecord(_Record):
 
 #: finish reasons that mean the model ended its turn on its own.
 COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
+#: the Messages API's stop reasons of the same meaning (its chat mapping gives them the above).
+MESSAGES_COMPLETE_STOPS = frozenset(MESSAGES_FINISH_REASONS)
 
 
 def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
     """Is a response complete?  Returns ``(completed, why_not)``: an outcome record's
     ``completed`` or ``incomplete``, and the exporter's reading of it.
 
-    Complete means HTTP 200, a parseable body, a Responses-API ``status`` absent
+    Complete means HTTP 200, a parseable body, a Messages-API ``stop_reason`` of
+    end_turn/tool_use/stop_sequence, a Responses-API ``status`` absent
     or ``completed``, no ``incomplete_details``, and every chat choice's
     ``finish_reason`` in stop/tool_calls/function_call. Echoed request settings
     such as ``truncation: "disabled"`` are settings, not truncation.
@@ -152,6 +156,11 @@ def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
         return False, f"http status {status}"
     if not isinstance(response, dict):
         return False, "response body is not a JSON object"
+    if response.get("type") == "message":  # the Messages API, before its chat mapping
+        stop = response.get("stop_reason")
+        if stop not in MESSAGES_COMPLETE_STOPS:
+            return False, f"stop_reason {stop!r}"
+        return True, None
     resp_status = response.get("status")
     if resp_status is not None and resp_status != "completed":
         return False, f"response status {resp_status!r}"

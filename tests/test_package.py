@@ -33,6 +33,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "rawlog",
             "chart_png",
             "responses",
+            "messages_api",
             "trajectory",
             "model_schema",
             "versions",

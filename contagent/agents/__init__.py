@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contagent.agents import codex, mini_swe_agent, openhands
+from contagent.agents import claude_code, codex, mini_swe_agent, openhands
 from contagent.agents.base import Agent, AgentReport, AgentSettings, Launch
 from contagent.errors import ContagentError
 
-AGENTS: dict[str, Agent] = {a.name: a for a in (openhands.AGENT, mini_swe_agent.AGENT, codex.AGENT)}
+AGENTS: dict[str, Agent] = {
+    a.name: a for a in (openhands.AGENT, mini_swe_agent.AGENT, codex.AGENT, claude_code.AGENT)
+}
 DEFAULT_AGENT = "openhands"
 
 

@@ -23,7 +23,7 @@ AGENT_DIR = f"{IN_CONTAINER}/agent"
 #: The agent's key: the real one stays with the proxy on the host.
 DUMMY_KEY = "contagent-proxy"
 
-Api = Literal["chat", "responses"]
+Api = Literal["chat", "responses", "messages"]
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ class Agent(Protocol):
 
     @property
     def api(self) -> Api:
-        """The OpenAI route it speaks: ``chat`` (/v1/chat/completions) or ``responses``."""
+        """The route it speaks: ``chat`` (/v1/chat/completions), ``responses`` (/v1/responses)
+        or ``messages`` (the Anthropic Messages API, /v1/messages)."""
         ...
 
     @property

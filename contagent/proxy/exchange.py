@@ -2,7 +2,8 @@
 
 The outcome is on disk before the client can see the end of the exchange: a
 JSON body is recorded before it is sent, a stream before the chunk that
-carries ``[DONE]`` (or before the end of the body, for streams without it).
+carries its end event (``[DONE]``, or the Messages API's ``message_stop``), or
+before the end of the body, for streams without one.
 When the outcome cannot be written (a full disk), the client gets an error
 instead of that body or that end: the agent never holds an answer the log lacks.
 """
@@ -18,7 +19,7 @@ import orjson
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.http1 import error_body, relayed_response_headers
 from contagent.proxy.recorder import verbatim
-from contagent.proxy.stream_state import StreamState
+from contagent.proxy.stream_state import StreamState, is_end_event
 from contagent.proxy.tokens import TokenAsk, TokenCollector
 from contagent.proxy.upstream import UpstreamConnection
 from contagent.records import completeness, outcome_record
@@ -138,7 +139,9 @@ class Exchange:
             return
         self.conn.send(data)
         if self.done:
-            log.warning("%s #%d: bytes after [DONE] not recorded", self.rollout_id, self.index)
+            log.warning(
+                "%s #%d: bytes after the end event not recorded", self.rollout_id, self.index
+            )
         else:
             state.add(data)
 
@@ -146,7 +149,7 @@ class Exchange:
         """Token capture on a stream: each whole event goes on once its token data is
         collected and the additions' fields are stripped from it."""
         out = state.relay(data)
-        if state.events and state.events[-1] == "[DONE]":
+        if state.events and is_end_event(state.events[-1]):
             self._record_stream(None)  # on disk before the client sees the end
             if not self.recorded:
                 self._withhold_end(True)
@@ -184,7 +187,7 @@ class Exchange:
         """The stream's outcome is not on disk: the client must not see its end.
 
         ``clean``: what the client holds ends between events, so an error event can
-        follow. Otherwise it may hold part of ``[DONE]``, which anything sent after
+        follow. Otherwise it may hold part of the end event, which anything sent after
         would complete: cut the connection instead.
         """
         self._drop_upstream()  # nothing more may reach this client's connection

@@ -10,7 +10,8 @@ passing it on:
   endpoint would have returned: a ``chat.completion`` (content,
   ``reasoning_content``, tool calls with their argument fragments joined by
   index, finish reasons, usage), a legacy ``text_completion``, or for the
-  Responses API the ``response`` object of its terminal event.
+  Responses API the ``response`` object of its terminal event, or for the
+  Messages API the whole message (:mod:`contagent.proxy.sse_messages`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
+from contagent.proxy.sse_messages import EVENTS as MESSAGES_EVENTS
+from contagent.proxy.sse_messages import MessageStream
 
 #: a token no server sends, put in a learned frame to check where the token sits
 _PROBE = "\x00contagent-probe"
@@ -116,11 +120,13 @@ class StreamAssembler:
         "_created",
         "_id",
         "_kind",
+        "_messages",
         "_model",
         "_response",
         "_system_fingerprint",
         "_tpl",
         "malformed",
+        "misplaced",
         "usage",
     )
 
@@ -132,9 +138,12 @@ class StreamAssembler:
         self._kind: str | None = None
         self._choices: dict[int, dict[str, Any]] = {}
         self._response: dict[str, Any] | None = None
+        self._messages: MessageStream | None = None
         self.usage: dict[str, Any] | None = None
         #: payloads that were neither JSON objects nor ``[DONE]``
         self.malformed = 0
+        #: Messages events that fit no place in the message (a delta for no open block)
+        self.misplaced = 0
         #: (prefix, suffix, content parts) of the last plain content-token event, see feed()
         self._tpl: tuple[str, str, list[str]] | None = None
 
@@ -240,6 +249,9 @@ class StreamAssembler:
         if isinstance(etype, str) and etype.startswith("response."):
             self._feed_responses(etype, event)
             return
+        if etype in MESSAGES_EVENTS or (etype == "error" and self._messages is not None):
+            self._feed_messages(etype, event)
+            return
         if self._id is None:
             self._id = event.get("id")
             self._model = event.get("model")
@@ -265,6 +277,15 @@ class StreamAssembler:
             usage = self._response.get("usage")
             if isinstance(usage, dict):
                 self.usage = usage
+
+    def _feed_messages(self, etype: str, event: dict[str, Any]) -> None:
+        if self._messages is None:
+            self._kind = "messages"
+            self._messages = MessageStream()
+        self._tpl = None
+        self._messages.feed(etype, event)
+        self.usage = self._messages.usage
+        self.misplaced = self._messages.misplaced
 
     def _feed_choice(self, choice: dict[str, Any]) -> None:
         idx = choice.get("index", 0)
@@ -339,7 +360,7 @@ class StreamAssembler:
 
     @property
     def finish_reasons(self) -> list[str | None]:
-        if self._kind == "responses":
+        if self._kind in ("responses", "messages"):
             return []
         return [self._choices[i]["finish_reason"] for i in sorted(self._choices)]
 
@@ -347,6 +368,8 @@ class StreamAssembler:
         """The reassembled completion, or None when no usable event arrived."""
         if self._kind == "responses":
             return self._response
+        if self._messages is not None:
+            return self._messages.result()
         if self._kind is None:
             return None
         choices: list[dict[str, Any]] = []

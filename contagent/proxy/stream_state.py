@@ -4,8 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from contagent.proxy.sse import SSEParser, StreamAssembler
 from contagent.proxy.tokens import TokenAsk, TokenCollector, relay_event
+
+#: what an end event holds: chat's ``data: [DONE]``, the Messages API's ``message_stop``
+_END_MARKERS = (b"[DONE]", b"message_stop")
+_TAIL = max(map(len, _END_MARKERS)) - 1
+
+
+def is_end_event(payload: str) -> bool:
+    """Does this event's data end the stream (``[DONE]``, or a ``message_stop`` event)?"""
+    if payload == "[DONE]":
+        return True
+    if "message_stop" not in payload:
+        return False
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(event, dict) and event.get("type") == "message_stop"
 
 
 class StreamState:
@@ -29,7 +48,7 @@ class StreamState:
         self.events: list[str] = []
         self.fed = 0  # events fed to the assembler so far
         self.pending: list[bytes] = []
-        self.tail = b""  # the stream's last bytes: ``[DONE]`` may be split across reads
+        self.tail = b""  # the stream's last bytes: an end marker may be split across reads
         self.done_seen = False
         self.ask = ask
         self.collector = TokenCollector() if ask is not None else None
@@ -37,14 +56,16 @@ class StreamState:
         self.closed: tuple[bytes, bytes] | None = None
 
     def may_end(self, chunk: bytes) -> bool:
-        """Whether ``chunk`` may complete the ``[DONE]`` event, so the record is due first.
+        """Whether ``chunk`` may complete the end event, so the record is due first.
 
-        Once ``[DONE]`` has shown up (even split across reads), every later chunk is a
+        Once an end marker has shown up (even split across reads), every later chunk is a
         candidate until the event is whole: its closing blank line may come on its own.
+        (A marker inside a token only makes the chunks after it parsed sooner.)
         """
         if not self.done_seen:
-            self.done_seen = b"[DONE]" in chunk or b"[DONE]" in self.tail + chunk[:5]
-            self.tail = chunk[-5:] if len(chunk) >= 5 else (self.tail + chunk)[-5:]
+            seam = self.tail + chunk[:_TAIL]
+            self.done_seen = any(m in chunk or m in seam for m in _END_MARKERS)
+            self.tail = chunk[-_TAIL:] if len(chunk) >= _TAIL else (self.tail + chunk)[-_TAIL:]
         return self.done_seen
 
     def add(self, chunk: bytes) -> None:
@@ -75,7 +96,7 @@ class StreamState:
 
     def saw_done(self) -> bool:
         self._parse()
-        return bool(self.events) and self.events[-1] == "[DONE]"
+        return bool(self.events) and is_end_event(self.events[-1])
 
     def at_boundary(self) -> bool:
         self._parse()
@@ -106,6 +127,8 @@ class StreamState:
         fault = None
         if asm.malformed:
             fault = f"{asm.malformed} stream event(s) are not valid JSON"
+        elif asm.misplaced:
+            fault = f"{asm.misplaced} stream event(s) fit no place in the message"
         elif tail:
             fault = f"stream ended inside an event ({len(tail)} bytes unterminated)"
         elif not self.events:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contagent.chat import CallKey, response_message, route_ends_with
+from contagent.messages_api import chat_messages, is_messages_path
 from contagent.records import completeness
 from contagent.rules.history import Problem
 from contagent.rules.messages import carries, consumption_key, is_safe
@@ -37,9 +38,9 @@ class Decision:
     duplicate_of: int | None = None
 
 
-#: Routes whose exchanges are generations: chat completions, and the Responses API (read in
-#: chat shape, see :mod:`contagent.responses`).
-GENERATION_ROUTES = ("/chat/completions", "/responses")
+#: Routes whose exchanges are generations: chat completions, and the Responses and Messages
+#: APIs (read in chat shape, see :mod:`contagent.responses` and :mod:`contagent.messages_api`).
+GENERATION_ROUTES = ("/chat/completions", "/responses", "/messages")
 
 
 def is_chat_route(path: Any) -> bool:
@@ -49,7 +50,8 @@ def is_chat_route(path: Any) -> bool:
 
 def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:
     """The messages of a chat body orjson refused (lone surrogate escapes, say), read with
-    the standard library's parser, which accepts what the proxy accepted."""
+    the standard library's parser, which accepts what the proxy accepted (a Messages body
+    in chat shape)."""
     text = request.get("body_text")
     if not isinstance(text, str):
         return None
@@ -57,6 +59,8 @@ def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:
         body = json.loads(text)
     except ValueError:
         return None
+    if isinstance(body, dict) and is_messages_path(request.get("path")):
+        return chat_messages(body)[0]
     messages = body.get("messages") if isinstance(body, dict) else None
     return messages if isinstance(messages, list) else None
 

@@ -17,7 +17,8 @@ picks the move from the :class:`StubRequest`::
 :class:`Reply` answers as JSON, or as an SSE stream when the request says
 ``"stream": true`` (usage in a final chunk when ``stream_options.include_usage``);
 on a ``.../responses`` route it answers in the Responses API's shape
-(:mod:`contagent.testing.responses_moves`).
+(:mod:`contagent.testing.responses_moves`), on ``.../messages`` in the Anthropic
+Messages API's (:mod:`contagent.testing.messages_moves`).
 :class:`Fast` is a fixed canned answer for benchmarks. The moves and their
 rendering live in :mod:`contagent.testing.llm_moves`; this module serves them
 and re-exports them, so scripts need only this one import.
@@ -48,6 +49,13 @@ from contagent.testing.llm_moves import (
     fast_bodies,
     fast_token_bodies,
     stream_payloads,
+)
+from contagent.testing.messages_moves import (
+    count_tokens_json,
+    is_count_tokens,
+    is_messages,
+    message_events,
+    message_json,
 )
 from contagent.testing.responses_moves import is_responses, response_events, response_json
 
@@ -141,6 +149,8 @@ class LLMStub:
         listing = self._listing(request)
         if listing is not None:
             return listing
+        if request.method == "POST" and is_count_tokens(req):
+            return web.json_response(count_tokens_json(req))
         move = self._next_move(req)
         if move is None:
             return web.json_response(
@@ -206,6 +216,16 @@ class LLMStub:
                 )
             return web.Response(
                 body=orjson.dumps(response_json(req, move, rid)), content_type="application/json"
+            )
+        if is_messages(req):
+            mid = f"msg_stub_{req.index}"
+            if req.stream:
+                names, payloads = zip(*message_events(req, move, mid), strict=True)
+                return await self._sse(
+                    request, list(payloads), move.chunk_delay, move.cut_after, list(names)
+                )
+            return web.Response(
+                body=orjson.dumps(message_json(req, move, mid)), content_type="application/json"
             )
         if req.stream:
             return await self._sse(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from contagent.chat import message_text
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
+from contagent.testing.messages_moves import is_messages
 from contagent.testing.responses_moves import is_responses
 
 #: the secret exp_001's setup.sh writes
@@ -52,6 +53,26 @@ def codex(req: StubRequest) -> Reply:
     return Reply(content=None, tool_calls=[ToolCall("exec_command", {"cmd": cmd})])
 
 
+def claude_code_outputs(req: StubRequest) -> list[str]:
+    """What Claude Code's Bash tool printed, from the ``tool_result`` blocks it sent."""
+    found = []
+    for message in req.json.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                found.append(message_text(block.get("content")))
+    return found
+
+
+def claude_code(req: StubRequest) -> Reply:
+    """Claude Code's model: its Bash tool (with the description it asks for), then a text answer."""
+    cmd = _shell_move(claude_code_outputs(req))
+    if cmd is None:
+        return Reply(content="Wrote the answer to result.txt.")
+    bash = ToolCall("Bash", {"command": cmd, "description": "Run one step of the task"})
+    return Reply(content="Next step.", tool_calls=[bash])
+
+
 def tool_outputs(req: StubRequest) -> list[str]:
     return [message_text(m.get("content")) for m in req.json["messages"] if m.get("role") == "tool"]
 
@@ -88,6 +109,7 @@ PLAYERS: dict[str, Callable[[StubRequest], Reply]] = {
     "openhands": openhands,
     "mini-swe-agent": mini,
     "codex": codex,
+    "claude-code": claude_code,
 }
 
 
@@ -97,11 +119,14 @@ def _tool_names(req: StubRequest) -> set[str]:
 
 
 def any_agent() -> Callable[[StubRequest], Reply]:
-    """One player for all three: Codex speaks Responses, mini-swe-agent has only ``bash``."""
+    """One player for all four: Codex speaks Responses, Claude Code Messages, mini-swe-agent
+    has only ``bash``."""
 
     def play(req: StubRequest) -> Reply:
         if is_responses(req):
             return codex(req)
+        if is_messages(req):
+            return claude_code(req)
         if _tool_names(req) == {"bash"}:
             return mini(req)
         return openhands(req)
@@ -115,7 +140,13 @@ def seen_secrets(requests: list[StubRequest]) -> set[str]:
     for req in requests:
         if req.json is None:  # not a generation: the run's preflight GET /v1/models
             continue
-        for out in codex_outputs(req) if is_responses(req) else tool_outputs(req):
+        if is_responses(req):
+            outputs = codex_outputs(req)
+        elif is_messages(req):
+            outputs = claude_code_outputs(req)
+        else:
+            outputs = tool_outputs(req)
+        for out in outputs:
             if m := SECRET.search(out):
                 found.add(m.group(0))
     return found

@@ -14,6 +14,7 @@ import pytest
 
 from contagent.agents import AGENTS, AgentSettings, get_agent, unhonoured
 from contagent.agents.base import AGENT_DIR
+from contagent.agents.claude_code import AGENT as CLAUDE_CODE
 from contagent.agents.codex import AGENT as CODEX
 from contagent.agents.codex import config_toml
 from contagent.agents.mini_swe_agent import AGENT as MINI
@@ -82,6 +83,48 @@ def test_codex_provider_points_at_the_proxy_with_the_responses_api() -> None:
     assert b"--json" in files["codex.sh"] and launch.env["CODEX_HOME"].endswith("codex-home")
 
 
+def test_claude_code_runs_headless_against_the_proxy_route_only() -> None:
+    launch = CLAUDE_CODE.launch(replace(BASE, task='it\'s "quoted"\n$(rm -rf /)', skills=("s k",)))
+    files = {p: d for p, d, _ in launch.files}
+    assert files["task.txt"] == b'it\'s "quoted"\n$(rm -rf /)'  # on stdin, never in a shell line
+    script = files["claude-code.sh"].decode()
+    assert (
+        "claude -p --output-format stream-json --verbose --dangerously-skip-permissions" in script
+    )
+    assert "--max-turns 5 < /contagent/agent/task.txt" in script
+    assert "'s k'" in script and '"$HOME/.claude/skills/"' in script
+    env = launch.env
+    assert env["ANTHROPIC_BASE_URL"] == "http://g:1/r/x"  # the client adds /v1/messages itself
+    assert env["IS_SANDBOX"] == "1" and env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    models = {k: v for k, v in env.items() if k.endswith("_MODEL")}
+    assert len(models) == 6 and set(models.values()) == {"m"}
+    assert env["API_TIMEOUT_MS"] == "900000" and "CLAUDE_CODE_MAX_OUTPUT_TOKENS" not in env
+    capped = CLAUDE_CODE.launch(replace(BASE, max_output_tokens=512)).env
+    assert capped["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "512"
+
+
+def test_claude_code_event_log_is_read_back(tmp_path: Path) -> None:
+    init = {"type": "system", "subtype": "init", "claude_code_version": "2.1.332", "tools": []}
+    turn = {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash"}]}}
+    result = {"type": "result", "subtype": "success", "is_error": False, "num_turns": 3}
+    events = [init, turn, {"type": "user", "message": {}}, turn, result]
+    (tmp_path / "agent.stdout").write_text("\n".join(json.dumps(e) for e in events) + "\ntorn{")
+    report = CLAUDE_CODE.report(tmp_path)
+    assert (report.version, report.stop_condition, report.iterations) == ("2.1.332", "finished", 3)
+    assert report.skills_loaded == [] and orjson.loads(report.events[-1]) == {"unparsed": "torn{"}
+    (tmp_path / "claude-version.txt").write_text("2.1.333 (Claude Code)\n")
+    (tmp_path / "claude-skills.txt").write_text("zeta\nalpha\n")
+    report = CLAUDE_CODE.report(tmp_path)
+    assert report.version == "2.1.333" and report.skills_loaded == ["alpha", "zeta"]
+    limit = {**result, "subtype": "error_max_turns", "is_error": True}
+    (tmp_path / "agent.stdout").write_text(json.dumps(limit))
+    assert CLAUDE_CODE.report(tmp_path).stop_condition == "max_iterations"
+    failed = {**result, "is_error": True, "result": "API Error: 500 upstream\nmore"}
+    (tmp_path / "agent.stdout").write_text(json.dumps(failed))
+    report = CLAUDE_CODE.report(tmp_path)
+    assert report.stop_condition == "error" and report.error == "API Error: 500 upstream"
+
+
 def test_each_launch_runs_the_files_it_ships() -> None:
     for agent in AGENTS.values():
         launch = agent.launch(BASE)
@@ -99,6 +142,10 @@ def test_unhonoured_fields_are_named_in_one_line() -> None:
     line = unhonoured(CODEX, (), requested)
     assert line is not None and "--max-iterations" in line and "--temperature" in line
     assert "--top-p" not in line and "--extra-body" not in line
+    line = unhonoured(CLAUDE_CODE, ("s",), {**requested, "reasoning_effort": "low"})
+    assert (
+        line == "claude-code cannot honour --temperature, --reasoning-effort: it runs without them"
+    )
 
 
 def _run_config(tmp_path: Path, **options: Any) -> RunConfig:
@@ -109,7 +156,7 @@ def _run_config(tmp_path: Path, **options: Any) -> RunConfig:
 
 
 def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
-    assert {"openhands", "mini-swe-agent", "codex"} <= set(AGENTS)
+    assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex", "claude-code"}
     assert rollout_name("exp_001", 0, "codex") == "exp_001__codex"
     assert rollout_name("exp_001", 1, "codex") == "exp_001_r1__codex"
     with pytest.raises(ContagentError, match="not a known agent"):
@@ -254,7 +301,7 @@ def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "contagent: error: --agent 'nope' is not a known agent "
-        "(known: codex, mini-swe-agent, openhands)"
+        "(known: claude-code, codex, mini-swe-agent, openhands)"
     )
     proc = cli("build", "--agent", "codex", "--agent", "openhands", "--tag", "x")
     assert proc.returncode == 2 and "--tag names one image" in proc.stderr
@@ -303,14 +350,20 @@ def test_the_one_player_answers_each_agent_in_its_own_shape() -> None:
     mini = play(_stub_request("/r/x/v1/chat/completions", {**chat, "tools": only_bash}))
     item = {"type": "function_call_output", "output": secret}
     codex = play(_stub_request("/r/x/v1/responses?x=1", {"input": [item]}))
-    names = [r.tool_calls[0].name if r.tool_calls else None for r in (openhands, mini, codex)]
-    assert names == ["terminal", "bash", "exec_command"]
-    assert all(f"pass:{secret}" in r.tool_calls[0].arguments_json for r in (openhands, mini, codex))
+    block = {"type": "tool_result", "tool_use_id": "t", "content": secret, "is_error": False}
+    blocks = {"messages": [{"role": "user", "content": [block]}]}
+    claude = play(_stub_request("/r/x/v1/messages?beta=true", blocks))
+    moves = (openhands, mini, codex, claude)
+    names = [r.tool_calls[0].name if r.tool_calls else None for r in moves]
+    assert names == ["terminal", "bash", "exec_command", "Bash"]
+    assert all(f"pass:{secret}" in r.tool_calls[0].arguments_json for r in moves)
     requests = [
         _stub_request("/r/x/v1/models", None),
         _stub_request("/r/x/v1/responses", {"input": [item]}),
-    ]
-    assert seen_secrets(requests) == {secret}
+        _stub_request("/r/x/v1/messages", {"messages": [{"role": "user", "content": [
+            {**block, "content": [{"type": "text", "text": "s-" + "1" * 24}]}]}]}),
+    ]  # fmt: skip
+    assert seen_secrets(requests) == {secret, "s-" + "1" * 24}
 
 
 def test_an_agent_log_is_read_up_to_its_bound_only(tmp_path: Path, monkeypatch: Any) -> None:

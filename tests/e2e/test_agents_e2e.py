@@ -1,4 +1,5 @@
-"""Every shipped agent, end to end: real engine, each agent's real image, scripted LLM (chat and Responses)."""
+"""Every shipped agent, end to end: real engine, each agent's real image, scripted LLM (chat,
+Responses and Messages)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from tests.helpers import cli, read_rows
 pytestmark = pytest.mark.docker
 
 #: `contagent run` takes these agents' images by their default names (scripts/build-images.sh)
-AGENT_IMAGES = {name: AGENTS_BY_NAME[name].image for name in ("mini-swe-agent", "codex")}
-AGENTS = ("openhands", "mini-swe-agent", "codex")
+AGENT_IMAGES = {
+    name: AGENTS_BY_NAME[name].image for name in ("mini-swe-agent", "codex", "claude-code")
+}
+AGENTS = ("openhands", "mini-swe-agent", "codex", "claude-code")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,8 @@ def renamed_codex(docker_client: Any, agent_images: dict[str, str]) -> Iterator[
 def test_all_agents_pass_exp_001_then_export_and_validate(
     tmp_path: Path, stub_factory: Any, run_id: str, agent_images: dict[str, str], renamed_codex: str
 ) -> None:
-    """`contagent run --agent openhands --agent mini-swe-agent --agent codex`, export, validate."""
+    """`contagent run --agent openhands --agent mini-swe-agent --agent codex --agent claude-code`,
+    export, validate."""
     stub = stub_factory(any_agent())
     agents = [arg for agent in AGENTS for arg in ("--agent", agent)]
     proc = cli(
@@ -61,12 +65,13 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
         "--timeout", "300",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "passed 3/3" in proc.stderr
+    assert "passed 4/4" in proc.stderr
     # What an agent cannot honour is said in one line at the start, never silently ignored.
     notices = [line for line in proc.stderr.splitlines() if "cannot honour" in line]
-    assert len(notices) == 2, proc.stderr
+    assert len(notices) == 3, proc.stderr
     assert any("codex cannot honour --max-iterations, --temperature" in n for n in notices)
     assert any("mini-swe-agent cannot honour skills (linux-networking)" in n for n in notices)
+    assert any("claude-code cannot honour --temperature: it" in n for n in notices)
 
     paths = RunPaths(tmp_path / "logs")
     results = [
@@ -92,15 +97,17 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
         assert "openhands_version" not in on_disk and on_disk["agent_version"], agent
     assert by_agent["openhands"].skills_loaded == ["linux-networking"]
     assert by_agent["codex"].skills_loaded == ["linux-networking"]
+    assert by_agent["claude-code"].skills_loaded == ["linux-networking"]
     assert by_agent["mini-swe-agent"].skills_loaded == []
     codex_first = next(r for r in stub.requests if r.path.endswith("/responses"))
     assert b"linux-networking" in codex_first.body  # Codex listed the skill to the model
     # OpenHands and mini-swe-agent were sent the sampling setting; Codex cannot be (announced).
     assert by_agent["mini-swe-agent"].wire_params["temperature"] == 0.3  # type: ignore[index]
     assert "temperature" not in by_agent["codex"].wire_params  # type: ignore[operator]
+    assert "temperature" not in by_agent["claude-code"].wire_params  # type: ignore[operator]
 
     # Each agent's real tool printed a different fresh secret, read from the conversation.
-    assert len(seen_secrets(stub.requests)) == 3
+    assert len(seen_secrets(stub.requests)) == 4
     routes = set()
     for agent in AGENTS:
         name = f"exp_001__{agent}"
@@ -112,7 +119,7 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
             for line in read_log_bytes(paths.rollout(name).raw_log).splitlines()
             if b'"type":"request"' in line
         }
-    assert routes == {"/v1/chat/completions", "/v1/responses"}
+    assert routes == {"/v1/chat/completions", "/v1/responses", "/v1/messages?beta=true"}
 
     out = tmp_path / "export"
     proc = cli("export", str(paths.rollouts_dir), "--out", str(out), "--filter", "all")
