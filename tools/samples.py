@@ -39,7 +39,7 @@ def failed_run(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def retries(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 3: a timed-out attempt (abandoned), then two completed copies of one request."""
+    """Retries and restarts: a timed-out attempt (abandoned), then two completed copies of one request."""
     first = b.request()
     b.outcome(
         first, "abandoned", message=None, status=None, usage=False, error="client disconnected"
@@ -51,7 +51,7 @@ def retries(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def length_then_retry(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 1: a response cut by `length` is excluded as incomplete; the retry is kept."""
+    """Completeness: a response cut by `length` is excluded as incomplete; the retry is kept."""
     cut = b.request()
     b.outcome(
         cut,
@@ -81,13 +81,13 @@ def http_faults(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def fragments(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 4: a tool output split into two adjacent tool messages is merged (one repair)."""
+    """Tool-output fragments: a tool output split into two adjacent tool messages is merged (one repair)."""
     solve(b, fragments=2)
     return PASSED
 
 
 def orphan_tool(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 4: a tool message answering no pending call makes the rollout not training-ready."""
+    """Tool-output fragments: a tool message answering no pending call makes the rollout not training-ready."""
     c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt")
     b.step(assistant(None, c1))
     b.tool_output("call_1", "terminal", "hunter2")
@@ -107,14 +107,14 @@ def moved_on(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def crashed(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 5: the proxy died before the last outcome; the request is excluded as no_outcome, rollout not ready."""
+    """Fail closed: the proxy died before the last outcome; the request is excluded as no_outcome, rollout not ready."""
     solve(b, finish=False)
     b.request()  # the proxy died before the outcome was written
     return PASSED
 
 
 def no_usage(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 5: a completed response without usage makes the rollout not training-ready."""
+    """Fail closed: a completed response without usage makes the rollout not training-ready."""
     b.step(
         assistant(None, call("call_1", "terminal", command="cat ~/workspace/secret.txt")),
         usage=False,
@@ -125,7 +125,7 @@ def no_usage(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def incomplete_consumed(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 5: a cut response the agent carried on from makes the rollout not training-ready."""
+    """Fail closed: a cut response the agent carried on from makes the rollout not training-ready."""
     b.step(assistant("I will read the file and then"), outcome="incomplete", finish_reason="length")
     b.user("Go on.")
     b.step(assistant(None, call("call_2", "finish", message="Done.")))
@@ -133,7 +133,7 @@ def incomplete_consumed(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def tool_conflict(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 6: one tool name with two schemas is a conflict: not training-ready."""
+    """Tool union: one tool name with two schemas is a conflict: not training-ready."""
     b.step(assistant(None, call("call_1", "terminal", command="ls")))
     b.tool_output("call_1", "terminal", "secret.txt")
     b.tools[0]["function"]["description"] = "A different terminal."
@@ -142,7 +142,7 @@ def tool_conflict(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def max_iterations(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 7: the iteration limit truncates the rollout: not training-ready."""
+    """Truncation: the iteration limit truncates the rollout: not training-ready."""
     for n in range(3):
         b.step(assistant(None, call(f"call_{n}", "terminal", command="sleep 1")))
         b.tool_output(f"call_{n}", "terminal", "[exit code 0]")
@@ -184,7 +184,7 @@ def condensed(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def reasoning(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 9: server reasoning_content kept; a <think> block in content moved out of it."""
+    """Reasoning: server reasoning_content kept; a <think> block in content moved out of it."""
     c1 = call("call_1", "terminal", command="cat ~/workspace/secret.txt")
     b.step(assistant(None, c1, reasoning="The secret is in a file; read it."))
     b.tool_output("call_1", "terminal", "hunter2")
@@ -200,7 +200,7 @@ def reasoning(b: RolloutBuilder) -> dict[str, Any]:
 
 
 def text_answer(b: RolloutBuilder) -> dict[str, Any]:
-    """Rule 3: ends with a plain-text answer and no finish call; kept as safe."""
+    """Retries and restarts: ends with a plain-text answer and no finish call; kept as safe."""
     c1 = call(
         "call_1",
         "terminal",
