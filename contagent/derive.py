@@ -166,7 +166,7 @@ def derive_row(
     problems.extend(
         ("tool_conflict", f"tool {name!r} defined with different schemas") for name in conflicts
     )
-    names = {t["function"]["name"] for t in tools if isinstance(t.get("function"), dict)}
+    names = rules.callable_names(tools)
     for step in steps:
         for call in chat.tool_calls(step["response"]):
             if chat.call_name(call) not in names:
@@ -296,6 +296,13 @@ def rollout_data(
     agent, version = result.get("agent"), result.get("agent_version")
     return RolloutData(
         branch_tools,
+        rules.trainer_tools(
+            (
+                (s["branch"], s["exchange_index"], raw.requests.get(s["exchange_index"]))
+                for s in steps
+            ),
+            result.get("server"),
+        ),
         tokens,
         cached,
         agent if isinstance(agent, str) else None,

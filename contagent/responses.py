@@ -8,7 +8,9 @@ that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
   or items) -> messages: ``message`` items keep their role, a run of
   assistant-side items (``reasoning``, assistant ``message``, ``function_call``)
   becomes one assistant message (text, ``reasoning_content``, ``tool_calls``
-  with the item's ``call_id`` as the call id), ``function_call_output`` -> a
+  with the item's ``call_id`` as the call id, and a call of a namespace's function named
+  ``<namespace>__<name>``, the name the model produced from vLLM's flattened tool list),
+  ``function_call_output`` -> a
   ``tool`` message with that ``call_id``;
 - ``previous_response_id`` -> the chain resolved from the same raw log: the
   earlier request's messages (its own instructions left out, as the API does),
@@ -39,6 +41,19 @@ CHAIN_PROBLEM = "responses_chain"
 ITEM_PROBLEM = "unsupported_item"
 
 _ASSISTANT_ITEMS = frozenset({"reasoning", "function_call"})
+
+#: What vLLM joins a namespace and its function's name with, in the tool list it renders
+#: for the model (a call item gives the two apart as ``namespace`` and ``name``).
+NAMESPACE_SEPARATOR = "__"
+
+
+def namespaced_name(namespace: Any, name: Any) -> Any:
+    """A namespace's function as the model saw it named; ``name`` when there is no namespace."""
+    if isinstance(namespace, str) and namespace and isinstance(name, str):
+        return f"{namespace}{NAMESPACE_SEPARATOR}{name}"
+    return name
+
+
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 
 
@@ -104,7 +119,10 @@ class _Assistant:
                 {
                     "id": item.get("call_id"),
                     "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                    "function": {
+                        "name": namespaced_name(item.get("namespace"), item.get("name")),
+                        "arguments": item.get("arguments"),
+                    },
                 }
             )
         else:  # an assistant message

@@ -103,3 +103,31 @@ def assert_outcome(row: dict[str, Any], expected: Expected) -> None:
         assert expected.reason in row["training_ready_reason"]
     else:
         assert row["training_ready_reason"] is None
+
+
+#: The bundled sample with a Responses namespace and built-in tool.
+BUILTIN_TOOLS_SAMPLE = REPO / "data" / "rollouts" / "responses" / "responses_builtin_tools"
+VLLM_SERVER = {"name": "vllm", "version": "0.32.0"}
+SPAWN_ARGUMENTS = '{"task": "write pass:hunter2 to result.txt"}'
+
+
+def builtin_tools_on_vllm(dest: Path, rollout_id: str = "responses_builtin_tools_vllm") -> Path:
+    """A copy of the built-in-tools sample, under ``dest/<rollout_id>``, as run against vLLM:
+    ``result.json`` names the server, and the second call goes to the namespace's function
+    (vLLM answers it with ``name`` and ``namespace`` apart; the agent sends it back so)."""
+    folder = dest / rollout_id
+    folder.mkdir(parents=True)
+    result = orjson.loads((BUILTIN_TOOLS_SAMPLE / "result.json").read_bytes())
+    result.update(rollout_id=rollout_id, server=VLLM_SERVER)
+    (folder / "result.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    lines = []
+    for line in (BUILTIN_TOOLS_SAMPLE / "exchanges.jsonl").read_bytes().splitlines():
+        rec = orjson.loads(line)
+        rec["rollout_id"] = rollout_id
+        items = (rec.get("response") or {}).get("output") or (rec.get("body") or {}).get("input")
+        for item in items or ():
+            if item.get("type") == "function_call" and item.get("call_id") == "call_2":
+                item.update(name="spawn_agent", namespace="multi_agent", arguments=SPAWN_ARGUMENTS)
+        lines.append(orjson.dumps(rec) + b"\n")
+    (folder / "exchanges.jsonl").write_bytes(b"".join(lines))
+    return folder

@@ -118,6 +118,9 @@ def _export(
             "branches written",
             f"{summary.branches_written} (from {summary.rollouts_written} rollouts)",
         )
+    for name, kinds in sorted(summary.left_out.items()):
+        for kind, n in sorted(kinds.items()):
+            table.add_row(f"  left out of {name}: {kind}", str(n))
     if "tokens" in summary.format_rows:
         table.add_row("token samples written", str(summary.format_rows["tokens"]))
     for name in DOCUMENT_FORMATS:

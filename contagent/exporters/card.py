@@ -183,6 +183,10 @@ def _contents(c: CardContext) -> str:
             ("Rollouts read", f"{summary.rollouts_read:,}"),
             ("Training-ready rollouts", f"{summary.training_ready:,}"),
             ("Rollouts with rows here", f"{summary.rollouts_written:,}"),
+            *(
+                (f"Left out here: {kind}", f"{n:,}")
+                for kind, n in sorted(summary.left_out.get(c.fmt.name, {}).items())
+            ),
             ("Passed rollouts", f"{summary.passed:,} (pass rate {pass_rate})"),
             (
                 "Exchanges read / steps selected",

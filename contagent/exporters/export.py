@@ -66,6 +66,7 @@ class _Done:
     documents: dict[str, tuple[bytes | None, str | None]]  # per document format: JSON or why not
     raw_bytes: int
     exchanges: int
+    left_out: dict[str, str]  # per Parquet format that leaves the selected row out: the kind
 
 
 @contextmanager
@@ -95,18 +96,30 @@ def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
     row = done.row
     batches = {}
     documents: dict[str, tuple[bytes | None, str | None]] = {}
+    left_out: dict[str, str] = {}
     for name in options.formats:
         if name in DOCUMENT_FORMATS:
             doc, reason = outcome(DOCUMENT_FORMATS[name], row, done.data, options.filter)
             documents[name] = (None if doc is None else orjson.dumps(doc), reason)
             continue
         fmt = format_named(name)
-        if fmt.selected(row, options.filter):
+        if not fmt.selected(row, options.filter):
+            continue
+        kind = fmt.left_out(row, done.data)
+        if kind is not None:
+            left_out[name] = kind
+        else:
             batches[name] = rows_to_batch(fmt.records(row, done.data), fmt.schema)
     head = {k: v for k, v in row.items() if k not in ("steps", "tools")}
     head["steps_count"] = len(row["steps"])
     return _Done(
-        orjson.dumps(row) + b"\n", head, batches, documents, done.raw_bytes, done.exchanges
+        orjson.dumps(row) + b"\n",
+        head,
+        batches,
+        documents,
+        done.raw_bytes,
+        done.exchanges,
+        left_out,
     )
 
 
@@ -236,6 +249,8 @@ def _write_rows(
         for name, batch in done.batches.items():
             writers[name].write_batch(batch)
             summary.format_rows[name] = summary.format_rows.get(name, 0) + batch.num_rows
+        for name, kind in done.left_out.items():
+            summary.count_left_out(name, kind)
         sft = [b for n, b in done.batches.items() if format_named(n).key_columns == ("branch",)]
         if sft:
             # The SFT formats hold the same rows, one per branch: count them once.

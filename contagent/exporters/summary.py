@@ -31,3 +31,12 @@ class ExportSummary(RowSummary):
     document_files: dict[str, list[str]] = Field(
         default_factory=dict, description="Per document format, the documents written."
     )
+    left_out: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Per format, per kind, the selected rollouts that format left out "
+        "(unrenderable_tool: the tools the model saw are not known).",
+    )
+
+    def count_left_out(self, fmt: str, kind: str) -> None:
+        kinds = self.left_out.setdefault(fmt, {})
+        kinds[kind] = kinds.get(kind, 0) + 1

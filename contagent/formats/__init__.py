@@ -53,6 +53,11 @@ class Format(Protocol):
         """Does this format hold records of ``row`` under ``--filter``?"""
         ...
 
+    def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
+        """The kind this format leaves a selected row out for (e.g. ``unrenderable_tool``:
+        the tools its model saw are not known); None when it holds the row."""
+        ...
+
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
         """The Parquet records of a selected row (JSON columns as text)."""
         ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contagent.rules.rendered_tools import TrainerTools
 from contagent.rules.tokens import TokenPlan
 
 
@@ -13,7 +14,10 @@ class RolloutData:
     """Facts of one rollout's raw log a format needs and its results row does not hold."""
 
     branch_tools: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    """Per branch, the union of its steps' tool definitions."""
+    """Per branch, the union of its steps' tool definitions, as recorded."""
+    trainer_tools: TrainerTools = field(default_factory=TrainerTools)
+    """Per branch, the function tools the model saw (:func:`contagent.rules.trainer_tools`),
+    or why they are not known."""
     tokens: TokenPlan | None = None
     """The token samples; None when the raw log holds no token data."""
     cached_tokens: dict[int, int] = field(default_factory=dict)

@@ -1,8 +1,9 @@
 """Prime-SFT: the dataset prime-rl's SFT trainer reads as it is.
 
 ``messages`` is in OpenAI wire shape with string content and tool-call
-``arguments`` as JSON strings; ``tools`` is the JSON string of the branch's
-tool definitions (what prime-rl's SFT loader reads besides ``messages``).
+``arguments`` as JSON strings; ``tools`` is the JSON string of the function tools the
+model saw in the branch, as its server rendered them (:mod:`contagent.rules.rendered_tools`;
+what prime-rl's SFT loader reads besides ``messages``).
 Plain Arrow strings, because the ``datasets`` release prime-rl pins cannot
 read the ``Json`` feature.
 """
@@ -16,7 +17,7 @@ import pyarrow as pa
 
 from contagent.chat import sum_usage
 from contagent.formats.base import RolloutData
-from contagent.rules import selected_for_training
+from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
 from contagent.trajectory import branch_conversations
 
 #: The version of the dataset folders' records (every format's), written in each shard.
@@ -74,7 +75,8 @@ PRIME_SFT_SCHEMA = pa.schema(
 COLUMN_DOCS: dict[str, str] = {
     "messages": "The conversation branch in OpenAI chat format: role, string content, "
     "reasoning_content (assistant), tool_calls (arguments as JSON strings), tool_call_id, name.",
-    "tools": "JSON string: the OpenAI tool definitions available in this branch.",
+    "tools": "JSON string: the function tools the model saw in this branch, as the server "
+    "rendered them (each a name and an object parameters schema).",
     "rollout_id": "The rollout the branch comes from.",
     "branch": "0-based branch index within the rollout (a new branch starts where history was rewritten).",
     "experiment": "Experiment name.",
@@ -170,5 +172,8 @@ class PrimeSft:
     def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
         return selected_for_training(row, rollout_filter)
 
+    def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
+        return None if data.trainer_tools.unrenderable is None else UNRENDERABLE_TOOL
+
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
-        return branch_records(row, data.branch_tools)
+        return branch_records(row, data.trainer_tools.branches)

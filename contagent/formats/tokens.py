@@ -149,6 +149,9 @@ class Tokens:
     def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
         return selected_for_tokens(row, rollout_filter)
 
+    def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
+        return None  # token samples need no tool list: the prompt ids are the server's
+
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
         if data.tokens is None:
             return []

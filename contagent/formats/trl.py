@@ -24,7 +24,7 @@ from contagent.formats.prime_sft import (
     schema_metadata,
 )
 from contagent.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
-from contagent.rules import selected_for_training
+from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
 
 _JSON = pa.json_()
 
@@ -42,7 +42,8 @@ TRL_SCHEMA = pa.schema(
 COLUMN_DOCS: dict[str, str] = {
     "messages": "The conversation branch in OpenAI chat format: role, string content, "
     "reasoning_content (assistant), tool_calls (arguments as JSON objects), tool_call_id, name.",
-    "tools": "JSON (a list): the OpenAI tool definitions available in this branch.",
+    "tools": "JSON (a list): the function tools the model saw in this branch, as the server "
+    "rendered them (each a name and an object parameters schema).",
     **{k: v for k, v in PRIME_SFT_DOCS.items() if k not in ("messages", "tools")},
 }
 
@@ -125,5 +126,8 @@ class Trl:
     def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
         return selected_for_training(row, rollout_filter)
 
+    def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
+        return None if data.trainer_tools.unrenderable is None else UNRENDERABLE_TOOL
+
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
-        return trl_records(row, data.branch_tools)
+        return trl_records(row, data.trainer_tools.branches)

@@ -7,7 +7,8 @@ judgement the recorder shares, :func:`completeness` (an outcome's ``completed``
 or ``incomplete``), is defined beside the records and re-exported here.
 
 The rules live in three modules by scope (:mod:`.messages`, :mod:`.selection`,
-:mod:`.rollout`) and the request-history scan in :mod:`.history`; every name is
+:mod:`.rollout`), the request-history scan in :mod:`.history` and the tools the model saw
+in :mod:`.rendered_tools`; every name is
 importable from here.
 """
 
@@ -35,6 +36,14 @@ from contagent.rules.messages import (
     response_problems,
     tool_union,
 )
+from contagent.rules.rendered_tools import (
+    UNRENDERABLE_TOOL,
+    TrainerTools,
+    Unrenderable,
+    callable_names,
+    rendered_tools,
+    trainer_tools,
+)
 from contagent.rules.rollout import (
     RESULT_FIELDS,
     accounting_problems,
@@ -57,16 +66,20 @@ __all__ = [
     "GENERATION_ROUTES",
     "RESULT_FIELDS",
     "TERMINAL_TOOLS",
+    "UNRENDERABLE_TOOL",
     "Decision",
     "ExcludedReason",
     "Key",
     "NotReadyKind",
     "Problem",
     "Scan",
+    "TrainerTools",
+    "Unrenderable",
     "View",
     "accounting_problems",
     "apply_reasoning_policy",
     "branch_tools",
+    "callable_names",
     "carries",
     "classify",
     "completeness",
@@ -79,6 +92,7 @@ __all__ = [
     "is_chat_route",
     "is_safe",
     "merge_tool_fragments",
+    "rendered_tools",
     "response_problems",
     "rollout_truncation",
     "scan_request",
@@ -86,4 +100,5 @@ __all__ = [
     "selected_for_training",
     "tool_protocol_problems",
     "tool_union",
+    "trainer_tools",
 ]

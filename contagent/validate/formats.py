@@ -7,7 +7,9 @@ For each format folder: its shard set is complete and readable, every shard has 
 format's schema and records the ``--filter`` the export used (read from the shards,
 so the export's summary file is not needed), and the records are exactly those the
 format builds from the rows (one per branch of each selected row, or one per token
-sample), nothing else.
+sample), nothing else. A selected row the format leaves out (``unrenderable_tool``: the
+tools its model saw are not known) has no record there, and the export's summary counts
+exactly those rows per format and kind.
 """
 
 from __future__ import annotations
@@ -74,7 +76,48 @@ def check_format_folders(
         claimed |= written
     for name in sorted(claimed - set(present)):
         problems.append((None, f"{name}/: the export wrote this format but the folder is gone"))
+    problems += _left_out_problems(present, rows, data, summary)
     return records, documents, problems
+
+
+def _left_out(
+    fmt: Format, rows: list[dict[str, Any]], data: RowData, chosen: str
+) -> dict[str, str]:
+    """The selected rows ``fmt`` leaves out, with the kind it leaves each out for."""
+    out = {}
+    for row in rows:
+        if fmt.selected(row, chosen):
+            kind = fmt.left_out(row, data.get(row["rollout_id"], RolloutData()))
+            if kind is not None:
+                out[row["rollout_id"]] = kind
+    return out
+
+
+def _left_out_problems(
+    present: list[str], rows: list[dict[str, Any]], data: RowData, summary: dict[str, Any] | None
+) -> list[Problem]:
+    """The summary's per-format counts of left-out rows against the formats' rule."""
+    options = (summary or {}).get("options")
+    chosen = options.get("filter") if isinstance(options, dict) else None
+    if chosen not in ("passed", "all"):
+        return []
+    said_all = (summary or {}).get("left_out")
+    problems: list[Problem] = []
+    for name in present:
+        if name not in FORMATS:
+            continue
+        want: dict[str, int] = {}
+        for kind in _left_out(FORMATS[name], rows, data, chosen).values():
+            want[kind] = want.get(kind, 0) + 1
+        said = said_all.get(name, {}) if isinstance(said_all, dict) else None
+        if said != want:
+            problems.append(
+                (
+                    None,
+                    f"{name}/: the summary counts {said} rows left out, the rule leaves out {want}",
+                )
+            )
+    return problems
 
 
 def _summary_formats(summary: dict[str, Any] | None) -> list[str]:
@@ -130,7 +173,12 @@ def _check_records(
     chosen: str,
 ) -> tuple[int, list[Problem]]:
     """The folder's records are exactly those the format builds from the selected rows."""
-    wanted = {r["rollout_id"]: r for r in rows if fmt.selected(r, chosen)}
+    left_out = _left_out(fmt, rows, data, chosen)
+    wanted = {
+        r["rollout_id"]: r
+        for r in rows
+        if fmt.selected(r, chosen) and r["rollout_id"] not in left_out
+    }
     expected: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
     found: dict[str, set[tuple[Any, ...]]] = {}
     by_rollout: dict[str, list[dict[str, Any]]] = {}
@@ -142,6 +190,11 @@ def _check_records(
             rid = rec.get("rollout_id")
             key = tuple(rec.get(c) for c in fmt.key_columns)
             row = wanted.get(rid) if isinstance(rid, str) else None
+            if row is None and isinstance(rid, str) and rid in left_out:
+                problems.append(
+                    (rid, f"{fmt.name}: record for a rollout left out ({left_out[rid]})")
+                )
+                continue
             if row is None:
                 problems.append((rid, f"{fmt.name}: record for a rollout that is not selected"))
                 continue

@@ -159,7 +159,7 @@ def _tool_problems(row: dict[str, Any], raw: RawRollout, causes: list[str]) -> l
     union, conflicts = rules.tool_union(lists)
     causes.extend(f"tool {c!r} has conflicting schemas" for c in conflicts)
     problems = [] if row["tools"] == union else ["tools are not the union of the steps' tools"]
-    names = {t["function"]["name"] for t in row["tools"] if isinstance(t.get("function"), dict)}
+    names = rules.callable_names(row["tools"])
     for step in row["steps"]:
         for call in chat.tool_calls(step["response"]):
             if chat.call_name(call) not in names:

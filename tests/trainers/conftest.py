@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from contagent.exporters.export import ExportOptions, export
-from tests.helpers import REPO
+from tests.helpers import REPO, builtin_tools_on_vllm
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -22,10 +22,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``contagent export data/rollouts --filter all --format prime-sft --format trl``."""
+    """``contagent export data/rollouts --filter all --format prime-sft --format trl``, with
+    the built-in-tools sample also as run against vLLM (its namespace flattened into
+    functions, a call of one, its web_search left out), which those formats then carry."""
     out = tmp_path_factory.mktemp("export")
+    on_vllm = tmp_path_factory.mktemp("on-vllm")
+    builtin_tools_on_vllm(on_vllm)
     export(
-        [REPO / "data" / "rollouts"],
+        [REPO / "data" / "rollouts", on_vllm],
         out,
         ExportOptions(filter="all", formats=("prime-sft", "trl")),
     )

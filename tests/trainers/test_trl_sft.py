@@ -183,3 +183,23 @@ def test_xml_call_templates_cannot_render_string_arguments(export_dir: Path, nam
         r for r in trl if (r["rollout_id"], r["branch"]) == (row["rollout_id"], row["branch"])
     )
     assert tok.apply_chat_template(same["messages"], tools=same["tools"], tokenize=False)
+
+
+def test_the_folders_hold_function_tools_only_the_mapped_sample_among_them(
+    export_dir: Path,
+) -> None:
+    """What the trainers above train on: every tool a named function with an object schema;
+    the built-in-tools sample as run against vLLM, mapped; without a server, left out."""
+    from datasets import load_dataset
+
+    for fmt in ("trl", "prime-sft"):
+        ds = load_dataset(str(export_dir / fmt), split="train")
+        for row in ds:
+            tools = json.loads(row["tools"]) if fmt == "prime-sft" else row["tools"]
+            for tool in tools:
+                assert tool["type"] == "function", (row["rollout_id"], tool)
+                assert tool["function"]["name"]
+                assert tool["function"]["parameters"]["type"] == "object"
+        ids = set(ds["rollout_id"])
+        assert "responses_builtin_tools_vllm" in ids
+        assert "responses_builtin_tools" not in ids
