@@ -157,7 +157,7 @@ def _run_config(tmp_path: Path, **options: Any) -> RunConfig:
 
 
 def test_agent_names_and_rollout_names(tmp_path: Path) -> None:
-    assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex", "claude-code"}
+    assert set(AGENTS) == {"openhands", "mini-swe-agent", "codex", "claude-code", "oracle"}
     assert rollout_name("exp_001", 0, "codex") == "exp_001__codex"
     assert rollout_name("exp_001", 1, "codex") == "exp_001_r1__codex"
     with pytest.raises(ContagentError, match="not a known agent"):

@@ -192,7 +192,7 @@ def test_the_derived_image_copies_the_agent_and_checks_the_base() -> None:
     assert "import minisweagent" in lines[6]
 
 
-@pytest.mark.parametrize("agent", ["codex", "mini-swe-agent", "openhands", "oracle"])
+@pytest.mark.parametrize("agent", ["codex", "claude-code", "mini-swe-agent", "openhands", "oracle"])
 def test_every_layer_script_is_valid_sh_and_a_refusal_is_one_line(agent: str) -> None:
     import subprocess
 
