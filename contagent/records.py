@@ -303,6 +303,11 @@ class RolloutResult(BaseModel):
     status: RolloutStatus | None = Field(None, description="Overall verdict of the rollout.")
     passed: bool | None = None
     reward: float | None = None
+    rewards: dict[str, float] | None = Field(
+        None,
+        description="Every named reward the verifier wrote (a Harbor task's reward.json); "
+        "`reward` is the main one.",
+    )
     stop_condition: str | None = Field(
         None,
         description="Why the agent stopped: finished, max_iterations, timeout, error, stuck, ...",

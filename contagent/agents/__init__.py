@@ -11,12 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contagent.agents import claude_code, codex, mini_swe_agent, openhands
+from contagent.agents import claude_code, codex, mini_swe_agent, openhands, oracle
 from contagent.agents.base import Agent, AgentReport, AgentSettings, Launch
+from contagent.agents.layer import AgentLayer
 from contagent.errors import ContagentError
 
 AGENTS: dict[str, Agent] = {
-    a.name: a for a in (openhands.AGENT, mini_swe_agent.AGENT, codex.AGENT, claude_code.AGENT)
+    a.name: a
+    for a in (openhands.AGENT, mini_swe_agent.AGENT, codex.AGENT, claude_code.AGENT, oracle.AGENT)
+}
+#: How each agent is layered onto a task's own image (Harbor tasks); absent: it cannot be.
+LAYERS: dict[str, AgentLayer] = {
+    openhands.AGENT.name: openhands.LAYER,
+    mini_swe_agent.AGENT.name: mini_swe_agent.LAYER,
+    codex.AGENT.name: codex.LAYER,
+    claude_code.AGENT.name: claude_code.LAYER,
+    oracle.AGENT.name: oracle.LAYER,
 }
 DEFAULT_AGENT = "openhands"
 
@@ -24,6 +34,7 @@ DEFAULT_AGENT = "openhands"
 __all__ = [
     "AGENTS",
     "DEFAULT_AGENT",
+    "LAYERS",
     "Agent",
     "AgentReport",
     "AgentSettings",

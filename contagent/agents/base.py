@@ -23,7 +23,8 @@ AGENT_DIR = f"{IN_CONTAINER}/agent"
 #: The agent's key: the real one stays with the proxy on the host.
 DUMMY_KEY = "contagent-proxy"
 
-Api = Literal["chat", "responses", "messages"]
+#: ``none``: the agent talks to no LLM (the oracle), so a run of it alone checks no server.
+Api = Literal["chat", "responses", "messages", "none"]
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,8 @@ class Agent(Protocol):
 
     @property
     def api(self) -> Api:
-        """The route it speaks: ``chat`` (/v1/chat/completions), ``responses`` (/v1/responses)
-        or ``messages`` (the Anthropic Messages API, /v1/messages)."""
+        """The route it speaks: ``chat`` (/v1/chat/completions), ``responses`` (/v1/responses),
+        ``messages`` (the Anthropic Messages API, /v1/messages), or ``none`` (the oracle)."""
         ...
 
     @property

@@ -22,6 +22,7 @@ from typing import Any
 
 from contagent.agents._util import jsonl_objects
 from contagent.agents.base import AGENT_DIR, DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
+from contagent.agents.layer import BIN_DIR, STAGE, AgentLayer, refuse
 
 #: its own temporary files and sockets (default /tmp/claude-<uid>, /tmp/cc-socks), kept apart
 TMPDIR = f"{AGENT_DIR}/claude-tmp"
@@ -149,3 +150,10 @@ class ClaudeCode:
 
 
 AGENT = ClaudeCode()
+
+#: On a task image: the Claude Code binary of the runner image, which needs a glibc base.
+LAYER = AgentLayer(
+    collect=f"mkdir -p {STAGE}{BIN_DIR} && cp /usr/local/bin/claude {STAGE}{BIN_DIR}/claude",
+    smoke=f"{BIN_DIR}/claude --version >/dev/null 2>&1 || "
+    + refuse("the Claude Code binary does not start on the task image (it needs glibc)"),
+)

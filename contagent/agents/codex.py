@@ -15,6 +15,7 @@ from pathlib import Path
 
 from contagent.agents._util import jsonl_objects
 from contagent.agents.base import AGENT_DIR, DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
+from contagent.agents.layer import BIN_DIR, STAGE, AgentLayer
 
 HOME = f"{AGENT_DIR}/codex-home"
 KEY_ENV = "CONTAGENT_CODEX_KEY"
@@ -131,3 +132,12 @@ class Codex:
 
 
 AGENT = Codex()
+
+#: On a task image: the native (statically linked) codex binary of the npm package, alone.
+LAYER = AgentLayer(
+    collect=(
+        f"mkdir -p {STAGE}{BIN_DIR} && cp \"$(find / -xdev -path '*-linux-musl/bin/codex' "
+        f'-type f | head -n 1)" {STAGE}{BIN_DIR}/codex'
+    ),
+    smoke=f"{BIN_DIR}/codex --version",
+)

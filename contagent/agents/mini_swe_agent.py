@@ -14,6 +14,7 @@ import orjson
 
 from contagent.agents._util import LOG_LIMIT_BYTES, inside_program, read_json
 from contagent.agents.base import DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
+from contagent.agents.layer import venv_layer
 
 
 def model_kwargs(s: AgentSettings) -> dict[str, Any]:
@@ -106,3 +107,6 @@ def trajectory_lines(path: Path) -> list[bytes]:
 
 
 AGENT = MiniSweAgent()
+
+#: On a task image: the runner image's /opt/venv, which needs its Python 3.13.
+LAYER = venv_layer("python3.13", "minisweagent")

@@ -13,6 +13,7 @@ from typing import Any
 
 from contagent.agents._util import inside_program, jsonl_objects, read_json
 from contagent.agents.base import DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
+from contagent.agents.layer import venv_layer
 
 
 def llm_kwargs(s: AgentSettings, model: str) -> dict[str, Any]:
@@ -94,3 +95,6 @@ class OpenHands:
 
 
 AGENT = OpenHands()
+
+#: On a task image: the runner image's /opt/venv, which needs its Python 3.13.
+LAYER = venv_layer("python3.13", "openhands.sdk")

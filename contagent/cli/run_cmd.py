@@ -232,6 +232,21 @@ def register(app: typer.Typer) -> None:
                 "image `contagent build --agent AGENT` makes)."
             ),
         ] = None,
+        allow_internet: Annotated[
+            bool,
+            typer.Option(
+                "--allow-internet",
+                help="Harbor tasks: give the agent phase a route out too (the LLM still "
+                "goes through the recording proxy).",
+            ),
+        ] = False,
+        task_env: Annotated[
+            list[str] | None,
+            typer.Option(
+                help="A host variable a Harbor task's ${VAR} env values may read (repeatable); "
+                "no other is ever read."
+            ),
+        ] = None,
         openhands_image: Annotated[
             str | None, typer.Option(help="Same as --image openhands=NAME.")
         ] = None,
@@ -374,6 +389,8 @@ def register(app: typer.Typer) -> None:
                 experiments=tuple(experiment or ()),
                 images=agent_images([*(image or ()), *aliases]),
                 agents=tuple(agent or (DEFAULT_AGENT,)),
+                allow_internet=allow_internet,
+                task_env=tuple(task_env or ()),
                 jobs=jobs,
                 ray_address=ray_address,
                 rollout_cpus=rollout_cpus,
@@ -437,18 +454,31 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="Owner label to clean (default: you, as `contagent run` labels it)."),
         ] = None,
+        images: Annotated[
+            bool,
+            typer.Option(
+                "--images",
+                help="Also remove your cached Harbor task images and agent-derived images.",
+            ),
+        ] = False,
     ) -> None:
         """Remove containers and networks left by your runs (never another owner's).
 
         Without --run-id only runs whose driver process is gone from this host are cleaned;
         live runs are spared and said, runs of other hosts listed. --run-id removes exactly
-        that run."""
+        that run. --images also removes your cached Harbor task and agent-derived images."""
         from contagent.runner import docker_ops, leftovers
 
-        done = run_guarded(lambda: leftovers.gc(owner or docker_ops.default_owner(), run_id))
+        who = owner or docker_ops.default_owner()
+        done = run_guarded(lambda: leftovers.gc(who, run_id))
         for line in done.lines:
             console.print(Text(line), soft_wrap=True)
         console.print(f"removed {done.containers} containers, {done.networks} networks")
+        if images:
+            from contagent.runner.agent_image import gc_images
+
+            tags = run_guarded(lambda: gc_images(docker_ops.connect(), who))
+            console.print(f"removed {len(tags)} cached images")
 
     @app.command("build")
     def build_command(
@@ -485,6 +515,8 @@ def register(app: typer.Typer) -> None:
             fail("--tag names one image: give one --agent with it")
         specs = run_guarded(lambda: [get_agent(n) for n in names])
         for name, spec in zip(names, specs, strict=True):
+            if not spec.image:
+                fail(f"{name} has no runner image to build: it runs with what the task image has")
             result = run_guarded(
                 functools.partial(
                     build_image,

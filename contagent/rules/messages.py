@@ -54,6 +54,7 @@ NotReadyKind = Literal[
     "truncated",
     "responses_chain",
     "unsupported_item",
+    "oracle",
 ]
 
 #: Excluded-exchange reasons. The first six are the contract of the export; the

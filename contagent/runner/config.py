@@ -92,6 +92,10 @@ class RunConfig:
     driver: Driver | None = None
     #: record token data: auto (when the server is vLLM), on, off (``--tokens``)
     tokens: str = "auto"
+    #: Harbor tasks: a route out for the agent phase too (the proxy stays the LLM's route)
+    allow_internet: bool = False
+    #: host variables a task's ``${VAR}`` env values may read (``--task-env``)
+    task_env: tuple[str, ...] = ()
 
     def image_for(self, agent: str) -> str:
         """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""
@@ -99,7 +103,11 @@ class RunConfig:
 
     def runner_images(self) -> list[tuple[str, str]]:
         """(agent, image) for every agent of the run: what each node must have."""
-        return [(name, self.image_for(name)) for name in self.agents]
+        return [
+            (name, self.image_for(name))
+            for name in self.agents
+            if self.image_for(name)  # the oracle needs none
+        ]
 
     def __post_init__(self) -> None:
         if self.jobs < 1:

@@ -107,6 +107,9 @@ class Experiment:
     root: Path
     spec: ExperimentSpec
     skill_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    kind: str = "seed"
+    has_solution: bool = False
+    wants_internet: bool = False  # the rollout network is isolated; it asks for nothing else
 
     @property
     def setup_script(self) -> Path:
@@ -206,10 +209,8 @@ class ExperimentProblem:
     message: str
 
 
-def discover_experiments(
-    experiments_dir: Path, names: list[str] | None, skills_dir: Path | None
-) -> tuple[list[Experiment], list[ExperimentProblem]]:
-    """Load every experiment under ``experiments_dir`` (or only ``names``), sorted by name."""
+def experiment_roots(experiments_dir: Path, names: list[str] | None) -> list[Path]:
+    """The folders under ``experiments_dir`` (or only ``names``), sorted by name, once each."""
     experiments_dir = Path(experiments_dir)
     if not experiments_dir.is_dir():
         raise ContagentError(f"{experiments_dir}: experiments directory not found")
@@ -225,9 +226,17 @@ def discover_experiments(
         roots = sorted(
             p for p in experiments_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
         )
+    return list(dict.fromkeys(roots))
+
+
+def discover_experiments(
+    experiments_dir: Path, names: list[str] | None, skills_dir: Path | None
+) -> tuple[list[Experiment], list[ExperimentProblem]]:
+    """Load every experiment under ``experiments_dir`` (or only ``names``), sorted by name."""
+    roots = experiment_roots(experiments_dir, names)
     loaded: list[Experiment] = []
     problems: list[ExperimentProblem] = []
-    for root in dict.fromkeys(roots):
+    for root in roots:
         try:
             loaded.append(load_experiment(root, skills_dir))
         except ContagentError as exc:

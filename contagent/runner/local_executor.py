@@ -15,7 +15,8 @@ from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
-from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished, run_rollout
+from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished
+from contagent.runner.tasks import run_task_rollout
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class LocalExecutor:
 
     def _one(self, plan: RolloutPlan) -> RolloutResult:
         self._on_started(plan.name)
-        result = run_rollout(self._ctx, plan)
+        result = run_task_rollout(self._ctx, plan)
         self._compactor.submit(compact_finished, self._ctx.paths.rollout(plan.name))
         return result
 

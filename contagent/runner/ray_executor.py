@@ -24,7 +24,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import docker.errors
 
@@ -34,7 +34,8 @@ from contagent.records import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
-from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished, run_rollout
+from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished
+from contagent.runner.tasks import run_task_rollout
 from contagent.runner.transfer import Shipment, land, pack, record_failure, set_aside
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def run_here(job: NodeJob, node: str) -> Shipment:
         docker_ops.extract_tar([job.inputs], inputs)
         exp = job.plan.experiment
         here = replace(
-            exp,
+            cast(Any, exp),  # every task kind is a frozen dataclass with these fields
             root=inputs / "experiment",
             skill_dirs=tuple(inputs / "skills" / d.name for d in exp.skill_dirs),
         )
@@ -154,7 +155,7 @@ def _run_interruptible(ctx: RunContext, plan: RolloutPlan) -> None:
 
     def target() -> None:
         try:
-            run_rollout(ctx, plan)
+            run_task_rollout(ctx, plan)
         except BaseException as exc:
             failure.append(exc)
         finally:

@@ -41,6 +41,7 @@ from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig, rollout_name
 from contagent.runner.experiment import Experiment
 from contagent.runner.failfast import LLM_SERVER_STOP, server_failure
+from contagent.runner.task_kind import Task
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def _unwritable(path: Path, exc: OSError) -> LogDirError:
 
 @dataclass(frozen=True)
 class RolloutPlan:
-    experiment: Experiment
+    experiment: Task
     repeat_index: int
     agent: str = DEFAULT_AGENT
     #: several agents in one run: the rollout name carries the agent
@@ -102,8 +103,10 @@ class RunContext:
 
 
 def _settings(
-    ctx: RunContext, plan: RolloutPlan, agent: Agent, base_url: str
+    ctx: RunContext, plan: RolloutPlan, agent: Agent, base_url: str, **where: str
 ) -> tuple[dict[str, Any], Launch, LlmSettings]:
+    """The agent's settings and launch; ``where``: AgentSettings paths other than the
+    runner image's (a task image's workspace and skills folder)."""
     llm = ctx.config.llm
     effective = LlmSettings(
         model=agent.model_string(llm.served_model_name),
@@ -130,6 +133,7 @@ def _settings(
         max_output_tokens=llm.max_output_tokens,
         extra_body=dict(llm.extra_body),
         skills=tuple(plan.experiment.spec.skills) if "skills" in agent.honours else (),
+        **where,
     )
     launch = agent.launch(given)
     settings = {
@@ -142,8 +146,7 @@ def _settings(
     return settings, launch, effective
 
 
-def _runner_archive(plan: RolloutPlan, settings: dict[str, Any], launch: Launch) -> bytes:
-    exp = plan.experiment
+def _runner_archive(exp: Experiment, settings: dict[str, Any], launch: Launch) -> bytes:
     root = IN_CONTAINER.lstrip("/")  # the archive is unpacked at /
     agent_dir = AGENT_DIR.lstrip("/")
     entries: list[tuple[str, Path | bytes, int]] = [
@@ -231,11 +234,15 @@ def _verdict(
 
 
 def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
-    """Run one rollout to the end and write its files; never raises for docker trouble.
+    """Run one rollout of a seed experiment to the end and write its files; never raises
+    for docker trouble.
 
     Raises :class:`LogDirError` when its files cannot be written: then no result.json
     claims a verdict."""
     from contagent.proxy import start_proxy_in_thread
+
+    exp = plan.experiment
+    assert isinstance(exp, Experiment)
 
     cfg = ctx.config
     name = plan.name
@@ -275,7 +282,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             server=plan.server,
         )
         settings, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name))
-        for svc in plan.experiment.spec.services:
+        for svc in exp.spec.services:
             docker_ops.start_service(
                 ctx.client,
                 name=f"{prefix}-{svc.name}",
@@ -283,7 +290,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
                 image=svc.image,
                 network=net.name,
                 environment=svc.environment,
-                entrypoint=plan.experiment.entrypoint_path(svc),
+                entrypoint=exp.entrypoint_path(svc),
                 labels=ctx.labels(name, "service"),
             )
         container = ctx.client.containers.create(
@@ -291,13 +298,13 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             name=f"{prefix}-runner",
             hostname="runner",
             network=net.name,
-            cap_add=list(plan.experiment.spec.cap_add) or None,
+            cap_add=list(exp.spec.cap_add) or None,
             labels=ctx.labels(name, "runner"),
             environment={"HOME": "/root", "CONTAGENT_ROLLOUT": name},
             working_dir=WORKSPACE,
             init=True,
         )
-        container.put_archive("/", _runner_archive(plan, settings, launch))
+        container.put_archive("/", _runner_archive(exp, settings, launch))
         container.start()
         deadline = time.monotonic() + cfg.timeout_s
         container_code, timed_out = docker_ops.wait_container(

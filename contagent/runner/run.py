@@ -15,16 +15,19 @@ from pydantic import ValidationError
 from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
+from contagent.proxy.identify import TokenPlan
 from contagent.records import RolloutResult
 from contagent.runner import docker_ops, leftovers
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
 from contagent.runner.executor import OnStarted, RolloutExecutor
-from contagent.runner.experiment import Experiment, ExperimentProblem, discover_experiments
+from contagent.runner.experiment import ExperimentProblem
 from contagent.runner.failfast import FailFast
 from contagent.runner.local_executor import LocalExecutor
 from contagent.runner.preflight import LlmServer, wait_until_ready
 from contagent.runner.rollout import LOG_DIR_STOP, LogDirError, RolloutPlan
 from contagent.runner.signals import signal_name, stop_signal
+from contagent.runner.task_kind import Task
+from contagent.runner.tasks import agent_problems, discover_tasks, internet_note
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +143,7 @@ def _prepare(
     return todo, done
 
 
-def plan_rollouts(config: RunConfig, experiments: list[Experiment]) -> list[RolloutPlan]:
+def plan_rollouts(config: RunConfig, experiments: list[Task]) -> list[RolloutPlan]:
     """Every (experiment, repeat, agent); names carry the agent when there are several."""
     several = len(config.agents) > 1
     return [
@@ -170,12 +173,21 @@ def run_experiments(
         config = replace(config, owner=docker_ops.default_owner())
     if config.driver is None:
         config = replace(config, driver=leftovers.Driver.this_process())
-    experiments, problems = discover_experiments(
-        config.experiments_dir, list(config.experiments) or None, config.skills_dir
+    experiments, problems = discover_tasks(
+        config.experiments_dir,
+        list(config.experiments) or None,
+        config.skills_dir,
+        frozenset(config.task_env),
     )
+    refused = agent_problems(experiments, config.agents)
+    problems += refused
+    experiments = [e for e in experiments if e.name not in {p.name for p in refused}]
     summary = RunSummary(run_id=config.run_id, log_dir=config.log_dir, problems=problems)
     for problem in problems:
         emit(RunEvent("problem", name=problem.name, message=problem.message))
+    note = internet_note(experiments, config.allow_internet)
+    if note is not None:
+        emit(RunEvent("notice", name="network", message=note))
     plans = plan_rollouts(config, experiments)
     llm = config.llm
     requested = {
@@ -211,17 +223,20 @@ def run_experiments(
     def wait_for_server(seconds: float) -> float:
         return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
 
-    try:  # before any container or network exists
-        waited = wait_for_server(config.wait_for_llm_s)
-    except BaseException:
-        executor.close()
-        raise
-    emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
-    try:
-        tokens = server.token_plan(config.tokens)
-    except BaseException:
-        executor.close()
-        raise
+    if any(get_agent(a).api != "none" for a in config.agents):
+        try:  # before any container or network exists
+            waited = wait_for_server(config.wait_for_llm_s)
+        except BaseException:
+            executor.close()
+            raise
+        emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
+        try:
+            tokens = server.token_plan(config.tokens)
+        except BaseException:
+            executor.close()
+            raise
+    else:  # the oracle alone: no agent of the run talks to an LLM
+        tokens = TokenPlan(record=False, server=None, line="no LLM: no agent of this run uses one")
     emit(RunEvent("ready", message=tokens.line))
     guard = FailFast(config.wait_for_llm_s)
     # the next rollouts would end the same way; on Ray an engine is one node's, not the run's

@@ -232,3 +232,19 @@ def test_a_node_lost_mid_run_is_retried_elsewhere_and_every_rollout_is_whole(
     _export_and_validate(log_dir, tmp_path / "export", 2)
     # What the killed node's attempt left in Docker (its node never cleaned up) is gone.
     docker_ops.remove_labelled(docker_client, {docker_ops.LABEL_RUN: run_id})
+
+
+def test_a_harbor_task_runs_on_a_node_that_builds_its_image_there(
+    tmp_path: Path, cluster: LocalRayCluster, stub_factory: StubFactory,
+    run: Callable[..., RunSummary], scratch_cleanup: None,
+) -> None:  # fmt: skip
+    """The task folder (tests/ and solution/ included) travels to the node, which builds
+    the task image from environment/ and runs the phases; the oracle needs no LLM."""
+    tasks = tmp_path / "tasks"
+    shutil.copytree(REPO / "tests" / "harbor" / "tasks" / "hello-dockerfile", tasks / "hello")
+    summary = run(stub_factory(_slow_player(0.0)), tasks, agents=("oracle",),
+                  ray_address=cluster.address)  # fmt: skip
+    (result,) = summary.results
+    assert result.status == "passed" and result.reward == 1.0, result.error
+    assert result.node is not None and "/" in result.node  # a Ray node ran it
+    assert result.image is not None and result.image.startswith("contagent-task:")

@@ -1,0 +1,417 @@
+"""One rollout of a Harbor task, driven from the host into a long-running sandbox.
+
+Phases: the sandbox starts from the derived image (the task image with the agent
+layered on) and its healthcheck is waited for; the agent runs with the recording
+proxy as its only route (``--allow-internet`` adds one out); every process in the
+sandbox is then stopped, the network switched to the verifier's, ``tests/``
+copied in, old reward files removed and ``tests/test.sh`` run. The reward is
+read from ``/logs/verifier/reward.json`` (named numbers, ``reward`` the main
+one), else ``reward.txt``; ``passed`` is reward == 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from contagent.agents import LAYERS, Agent, AgentReport, get_agent
+from contagent.agents.base import AGENT_DIR, OUT_DIR
+from contagent.agents.oracle import SOLUTION_DIR
+from contagent.errors import ContagentError
+from contagent.records import ExitCodes, LlmSettings, PhaseTimings, RolloutResult, RolloutStatus
+from contagent.runner import agent_image, docker_ops
+from contagent.runner.failfast import LLM_SERVER_STOP, server_failure
+from contagent.runner.harbor_reward import parse_reward
+from contagent.runner.harbor_task import HarborTask
+from contagent.runner.rollout import (
+    LOG_DIR_STOP,
+    RolloutPlan,
+    RunContext,
+    _settings,
+    _unwritable,
+    _write,
+    _write_json_atomic,
+    token_totals,
+)
+from contagent.runner.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+VERIFIER_DIR = "/logs/verifier"
+
+
+@dataclass
+class _Outcome:
+    codes: dict[str, int | None] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    agent_timed_out: bool = False
+    verifier_timed_out: bool = False
+    reward: float | None = None
+    rewards: dict[str, float] | None = None
+    reward_error: str | None = None
+    setup_error: str | None = None
+    #: what the proxy could not write to the raw log (then no verdict may be claimed)
+    unrecorded: list[str] = field(default_factory=list)
+
+
+def _container_options(task: HarborTask) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if task.cpus is not None:
+        opts["nano_cpus"] = int(task.cpus * 1e9)
+    if task.memory_mb is not None:
+        opts["mem_limit"] = f"{task.memory_mb}m"
+    if task.storage_mb is not None:
+        opts["storage_opt"] = {"size": f"{task.storage_mb}M"}
+    return opts
+
+
+def _create(ctx: RunContext, task: HarborTask, image: str, **kwargs: Any) -> Any:
+    try:
+        return ctx.client.containers.create(
+            image,
+            entrypoint=["sh", "-c", "sleep infinity"],
+            command=[],
+            init=True,
+            **_container_options(task),
+            **kwargs,
+        )
+    except docker.errors.APIError as exc:
+        text = str(exc.explanation or exc)
+        if task.storage_mb is not None and "storage" in text.lower():
+            raise ContagentError(
+                f"storage_mb = {task.storage_mb}: this Docker engine cannot limit a "
+                f"container's storage ({text.splitlines()[0][:200]})"
+            ) from None
+        raise
+
+
+def _wait_healthy(sb: Sandbox, task: HarborTask, cancelled: Any) -> str | None:
+    """None once the healthcheck passes; else why it did not."""
+    hc = task.healthcheck
+    if hc is None:
+        return None
+    t0 = time.monotonic()
+    failures = 0
+    while not cancelled():
+        result = sb.exec(
+            ["sh", "-c", hc.command],
+            deadline=time.monotonic() + hc.timeout_s,
+            cancelled=cancelled,
+        )
+        if result.code == 0:
+            return None
+        in_grace = time.monotonic() - t0 < hc.start_period_s
+        if not in_grace:
+            failures += 1
+            if failures >= hc.retries:
+                return f"healthcheck failed {failures} times: {hc.command[:100]}"
+        time.sleep(hc.start_interval_s if in_grace else hc.interval_s)
+    return "cancelled while waiting for the healthcheck"
+
+
+def _agent_files(
+    task: HarborTask, agent: Agent, launch: Any
+) -> list[tuple[str, Path | bytes, int]]:
+    entries: list[tuple[str, Path | bytes, int]] = [
+        (f"{AGENT_DIR.lstrip('/')}/{p}", data, mode) for p, data, mode in launch.files
+    ]
+    if "solution" in agent.honours:
+        if not (task.solution_dir / "solve.sh").is_file():
+            raise ContagentError(f"{task.solution_dir / 'solve.sh'}: missing (the oracle runs it)")
+        entries.append((SOLUTION_DIR.lstrip("/"), task.solution_dir, 0))
+    return entries
+
+
+def _agent_phase(
+    sb: Sandbox,
+    task: HarborTask,
+    agent: Agent,
+    launch: Any,
+    workdir: str,
+    timeout_s: float,
+    ctx: RunContext,
+    out: _Outcome,
+) -> None:
+    """The agent's command, its output in the sandbox's out folder, until it ends or times out."""
+    wrapped = [
+        "sh",
+        "-c",
+        f'exec "$@" >{OUT_DIR}/agent.stdout 2>{OUT_DIR}/agent.stderr </dev/null',
+        "sh",
+        *launch.argv,
+    ]
+    extra = task.solution_env if "solution" in agent.honours else {}
+    result = sb.exec(
+        wrapped,
+        deadline=time.monotonic() + timeout_s,
+        cancelled=ctx.cancel.is_set,
+        user=task.agent_user,
+        workdir=workdir,
+        env={**launch.env, **extra},
+    )
+    out.codes["agent"] = result.code
+    out.agent_timed_out = result.timed_out
+    out.timings["agent_s"] = result.seconds
+
+
+def _verifier_phase(
+    sb: Sandbox, task: HarborTask, workdir: str, ctx: RunContext, out: _Outcome, collected: Path
+) -> None:
+    """``tests/`` in, old rewards out, ``test.sh`` run, the reward read."""
+    sb.put([("tests", task.tests_dir, 0)])
+    sb.sh(f"rm -f {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json; mkdir -p {VERIFIER_DIR}")
+    script = f"chmod +x /tests/test.sh; /tests/test.sh > {VERIFIER_DIR}/test-stdout.txt 2>&1"
+    verify = sb.exec(
+        ["sh", "-c", script],
+        deadline=time.monotonic() + task.verifier_timeout_s,
+        cancelled=ctx.cancel.is_set,
+        user=task.verifier_user,
+        workdir=workdir,
+        env=task.verifier_env,
+    )
+    out.codes["evaluate"] = verify.code
+    out.verifier_timed_out = verify.timed_out
+    out.timings["evaluate_s"] = verify.seconds
+    if sb.get(VERIFIER_DIR, collected):
+        out.reward, out.rewards, out.reward_error = parse_reward(collected / "verifier")
+    else:
+        out.reward_error = f"no {VERIFIER_DIR} in the sandbox"
+
+
+def _phases(
+    ctx: RunContext,
+    plan: RolloutPlan,
+    task: HarborTask,
+    agent: Agent,
+    out: _Outcome,
+    collected: Path,
+) -> tuple[str, LlmSettings | None]:
+    """Every phase of the rollout, what it left copied into ``collected``; returns the image
+    and the agent's LLM settings."""
+    from contagent.proxy import start_proxy_in_thread
+
+    cfg, name = ctx.config, plan.name
+    prefix = f"contagent-{cfg.run_id}-{name}"
+    t0 = time.monotonic()
+    runner = cfg.image_for(agent.name) or None  # the oracle has no runner image
+    image = agent_image.derived_image(
+        ctx.client, task, agent.name, runner, LAYERS.get(agent.name), cfg.owner
+    )
+    net = docker_ops.create_network(ctx.client, prefix, ctx.labels(name, "network"))
+    outside: Any = None
+    if cfg.allow_internet or task.verifier_network == "public":
+        outside = ctx.client.networks.create(
+            f"{prefix}-out", driver="bridge", labels=ctx.labels(name, "network")
+        )
+    proxy = start_proxy_in_thread(
+        cfg.upstream_url,
+        ctx.paths.rollouts_dir,
+        host=net.gateway,
+        port=0,
+        upstream_api_key=cfg.api_key,
+        upstream_ca=cfg.upstream_ca,
+        upstream_timeout=cfg.llm.timeout_s + 30,
+        only_rollout=name,
+        allowed_clients=net.subnet,
+        tokens=plan.tokens,
+        server=plan.server,
+    )
+    try:
+        workdir = task.workdir or ctx.client.images.get(image).attrs["Config"].get("WorkingDir")
+        workdir = workdir or "/"
+        _, launch, effective = _settings(
+            ctx, plan, agent, proxy.rollout_base_url(name), workspace=workdir, out_dir=OUT_DIR
+        )
+        container = _create(
+            ctx,
+            task,
+            image,
+            name=f"{prefix}-sandbox",
+            hostname="sandbox",
+            network=net.name,
+            labels=ctx.labels(name, "sandbox"),
+            environment={**task.env, "CONTAGENT_ROLLOUT": name},
+            working_dir=workdir,
+        )
+        sb = Sandbox(ctx.client, container)
+        if cfg.allow_internet and outside is not None:
+            outside.connect(container)
+        sb.put(_agent_files(task, agent, launch))
+        sb.start()
+        dirs = f"{OUT_DIR} /logs/agent {VERIFIER_DIR}"
+        sb.sh(f"mkdir -p {dirs} && chmod 777 {dirs}")
+        out.setup_error = _wait_healthy(sb, task, ctx.cancel.is_set)
+        out.codes["setup"] = 0 if out.setup_error is None else 1
+        out.timings["setup_s"] = time.monotonic() - t0
+        if out.setup_error is not None:
+            return image, effective
+
+        _agent_phase(
+            sb, task, agent, launch, workdir, task.agent_timeout_s or cfg.timeout_s, ctx, out
+        )
+
+        # Nothing the agent started may see the tests, rewrite the reward or use the route.
+        sb.stop_everything()
+        sb.get(OUT_DIR, collected)
+        ctx.client.networks.get(net.id).disconnect(container, force=True)
+        if cfg.allow_internet and outside is not None and task.verifier_network != "public":
+            outside.disconnect(container, force=True)
+        elif not cfg.allow_internet and outside is not None:
+            outside.connect(container)
+        if ctx.cancel.is_set():
+            return image, effective
+        sb.start()
+        _verifier_phase(sb, task, workdir, ctx, out, collected)
+        return image, effective
+    finally:
+        proxy.stop()
+        out.unrecorded = list(proxy.proxy.record_errors)
+
+
+def _verdict(
+    out: _Outcome, error: str | None, cancelled: str | None
+) -> tuple[RolloutStatus, str | None]:
+    if error is not None:
+        return "infra_error", error
+    if cancelled is not None:
+        return "infra_error", cancelled
+    if out.setup_error is not None:
+        return "infra_error", out.setup_error
+    if out.verifier_timed_out:
+        return "timeout", "the verifier ran past [verifier] timeout_sec and was stopped"
+    if out.reward_error is not None:
+        return "infra_error", out.reward_error
+    if out.agent_timed_out:
+        return "timeout", "the agent ran past its timeout and was stopped"
+    if out.codes.get("agent") not in (0, None):
+        return "agent_error", f"the agent exited {out.codes['agent']}"
+    return ("passed", None) if out.reward == 1 else ("failed", None)
+
+
+def run_harbor_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
+    """Run one rollout of a Harbor task and write its files; never raises for Docker trouble."""
+    task = plan.experiment
+    assert isinstance(task, HarborTask)
+    cfg, name = ctx.config, plan.name
+    agent = get_agent(plan.agent)
+    rpaths = ctx.paths.rollout(name)
+    try:
+        rpaths.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(rpaths.root, exc) from None
+    t0, started = time.monotonic(), time.time()
+    out = _Outcome()
+    error: str | None = None
+    stop_here: str | None = None
+    image: str | None = None
+    effective: LlmSettings | None = None
+    collected = Path(tempfile.mkdtemp(prefix="contagent-out-"))
+    try:
+        image, effective = _phases(ctx, plan, task, agent, out, collected)
+    except (
+        docker.errors.DockerException,
+        requests.exceptions.RequestException,
+        OSError,
+        ContagentError,
+    ) as exc:
+        gone = docker_ops.engine_gone(exc)
+        text = str(exc) if isinstance(exc, ContagentError) else f"{type(exc).__name__}: {exc}"
+        error = (gone or text).splitlines()[0][:500]
+        stop_here = docker_ops.ENGINE_STOP if gone else None
+        log.warning("rollout %s: %s", name, error)
+    finally:
+        if stop_here is None:  # an engine that is gone would only refuse again
+            try:
+                docker_ops.remove_labelled(
+                    ctx.client, {docker_ops.LABEL_RUN: cfg.run_id, docker_ops.LABEL_ROLLOUT: name}
+                )
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                log.warning("rollout %s: clean-up failed: %s", name, exc)
+    if out.unrecorded and error is None:
+        # the raw log misses part of what happened: no verdict may be claimed from it
+        error, stop_here = f"the raw exchange log is incomplete: {out.unrecorded[0]}", LOG_DIR_STOP
+    try:
+        out_dir = collected / "out"
+        report = agent.report(out_dir) if out_dir.is_dir() else AgentReport()
+        _write(ctx.paths.log(name), b"".join(line + b"\n" for line in report.events))
+        _write(ctx.paths.err(name), _read(out_dir / "agent.stderr").encode())
+        cancelled = ctx.cancel_reason if ctx.cancel.is_set() else None
+        status, error = _verdict(out, error, cancelled)
+        stop_condition = "timeout" if status == "timeout" else (stop_here or report.stop_condition)
+        if status == "agent_error":
+            error = report.error or error
+            # the agent failed because the LLM server failed it: not the model's doing
+            failure = server_failure(rpaths.exchanges)
+            if failure is not None:
+                status, error, stop_condition = "infra_error", failure, LLM_SERVER_STOP
+        verifier_log = _read(collected / "verifier" / "test-stdout.txt")
+        text = f"== tests/test.sh (exit {out.codes.get('evaluate')}) ==\n{verifier_log}\n"
+        text += f"== verdict: {status} ==\n" + (f"{error}\n" if error else "")
+        _write(ctx.paths.result_text(name), text.encode())
+        # the proxy writes the raw log at its first request; with none (the oracle) the log
+        # is empty, so that the export and the validator still see and account for it
+        if not rpaths.exchanges.exists():
+            _write(rpaths.exchanges, b"")
+    finally:
+        shutil.rmtree(collected, ignore_errors=True)
+    tokens, wire = token_totals(rpaths.exchanges)
+    wall = time.monotonic() - t0
+    inside = sum(out.timings.values())
+    evaluated = out.reward is not None and status != "infra_error"
+    result = RolloutResult(
+        rollout_id=name,
+        experiment=task.name,
+        model=cfg.llm.served_model_name if agent.api != "none" else None,
+        status=status,
+        passed=status == "passed",
+        reward=out.reward if evaluated else None,
+        rewards=out.rewards if evaluated else None,
+        stop_condition=stop_condition,
+        started=started,
+        ended=time.time(),
+        duration_s=wall,
+        run_id=cfg.run_id,
+        repeat_index=plan.repeat_index,
+        image=image,
+        node=ctx.node,
+        agent=agent.name,
+        agent_version=report.version,
+        server=plan.server,
+        exit_codes=ExitCodes(
+            setup=out.codes.get("setup"),
+            agent=out.codes.get("agent"),
+            evaluate=out.codes.get("evaluate"),
+        ),
+        timings=PhaseTimings(
+            setup_s=out.timings.get("setup_s"),
+            agent_s=out.timings.get("agent_s"),
+            evaluate_s=out.timings.get("evaluate_s"),
+            wall_s=wall,
+            overhead_s=wall - inside if out.timings else None,
+        ),
+        iterations=report.iterations,
+        tokens=tokens,
+        llm=effective if agent.api != "none" else None,
+        wire_params=wire,
+        skills_loaded=report.skills_loaded,
+        error=error,
+    )
+    _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
+    return result
+
+
+def _read(path: Path, limit: int = 1024 * 1024) -> str:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,141 @@
+"""The task kinds ``contagent run`` takes, and the one place a folder's kind is chosen.
+
+A kind recognises its folders by a marker file, loads one into a
+:class:`~contagent.runner.task_kind.Task` (or raises ContagentError with a
+one-line reason), and runs one rollout of it. Each kind is one module behind
+:class:`TaskKind`:
+seed experiments (``experiment.json``; ``experiment.py`` and ``rollout.py``)
+and Harbor tasks (``task.toml``; ``harbor_task.py`` and ``harbor_rollout.py``).
+A folder is of the first kind that recognises it; one no kind recognises is
+loaded as a seed experiment, whose error names the missing ``experiment.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from contagent.errors import ContagentError
+from contagent.records import RolloutResult
+from contagent.runner.experiment import (
+    EXPERIMENT_FILE,
+    ExperimentProblem,
+    experiment_roots,
+    load_experiment,
+)
+from contagent.runner.harbor_rollout import run_harbor_rollout
+from contagent.runner.harbor_task import TASK_FILE, load_harbor_task
+from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+from contagent.runner.task_kind import Task
+
+
+class TaskKind(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def recognises(self, root: Path) -> bool:
+        """Whether ``root`` is a folder of this kind (its marker file is there)."""
+        ...
+
+    def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
+        """The checked task, or :class:`ContagentError` with a one-line reason;
+        ``task_env``: the host variables its values may read (``--task-env``)."""
+        ...
+
+    def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
+        """Run one rollout of one of its tasks and write its files; never raises for
+        Docker trouble (that is the rollout's ``infra_error``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SeedKind:
+    name: str = "seed"
+
+    def recognises(self, root: Path) -> bool:
+        return (root / EXPERIMENT_FILE).is_file()
+
+    def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
+        return load_experiment(root, skills_dir)
+
+    def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
+        return run_rollout(ctx, plan)
+
+
+@dataclass(frozen=True)
+class HarborKind:
+    name: str = "harbor"
+
+    def recognises(self, root: Path) -> bool:
+        return (root / TASK_FILE).is_file()
+
+    def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
+        return load_harbor_task(root, task_env)
+
+    def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
+        return run_harbor_rollout(ctx, plan)
+
+
+SEED = SeedKind()
+KINDS: dict[str, TaskKind] = {k.name: k for k in (SEED, HarborKind())}
+
+
+def kind_of(root: Path) -> TaskKind:
+    return next((k for k in KINDS.values() if k.recognises(root)), SEED)
+
+
+def run_task_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
+    """One rollout, run the way its task's kind runs one."""
+    return KINDS[plan.experiment.kind].run_rollout(ctx, plan)
+
+
+def discover_tasks(
+    experiments_dir: Path,
+    names: list[str] | None,
+    skills_dir: Path | None,
+    task_env: frozenset[str] = frozenset(),
+) -> tuple[list[Task], list[ExperimentProblem]]:
+    """Load every task folder under ``experiments_dir`` (or only ``names``), any kind."""
+    roots = experiment_roots(experiments_dir, names)
+    loaded: list[Task] = []
+    problems: list[ExperimentProblem] = []
+    for root in roots:
+        try:
+            loaded.append(kind_of(root).load(root, skills_dir, task_env))
+        except ContagentError as exc:
+            problems.append(ExperimentProblem(name=root.name, message=str(exc)))
+    return loaded, problems
+
+
+def agent_problems(tasks: list[Task], agents: tuple[str, ...]) -> list[ExperimentProblem]:
+    """Tasks an agent of the run cannot run: the oracle needs the task's solution."""
+    from contagent.agents import get_agent
+
+    if not any("solution" in get_agent(a).honours for a in agents):
+        return []
+    return [
+        ExperimentProblem(
+            name=task.name,
+            message=f"{task.root}: --agent oracle runs a Harbor task's solution/solve.sh; "
+            "this task has none",
+        )
+        for task in tasks
+        if not task.has_solution
+    ]
+
+
+def internet_note(tasks: list[Task], allow_internet: bool) -> str | None:
+    """The one line on the tasks that ask for the internet while the agent works."""
+    asking = [t for t in tasks if t.wants_internet]
+    if not asking:
+        return None
+    if allow_internet:
+        return (
+            f"{len(asking)} task(s) ask for the internet; --allow-internet gives the agent a "
+            "route out (its LLM still goes through the recording proxy)"
+        )
+    return (
+        f"{len(asking)} task(s) ask for the internet; the agent phase stays isolated (only the "
+        "recording proxy is reachable; --allow-internet gives a route out)"
+    )
