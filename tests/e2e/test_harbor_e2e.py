@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from contagent.agents import AGENTS
@@ -67,13 +68,29 @@ def test_codex_runs_a_harbor_task_without_seeing_its_tests(
 
     paths = RunPaths(tmp_path / "logs")
     out = tmp_path / "export"
-    proc = cli("export", str(paths.rollouts_dir), "--out", str(out), "--filter", "all")
+    proc = cli(
+        "export",
+        str(paths.rollouts_dir),
+        "--out",
+        str(out),
+        "--filter",
+        "all",
+        "--format",
+        "prime-sft",
+        "--format",
+        "atif",
+    )
     assert proc.returncode == 0, proc.stderr
     (row,) = read_rows(out / "results.jsonl")
     assert row["training_ready"] is True, row["training_ready_reason"]
     assert row["passed"] is True and row["reward"] == 1.0
     proc = cli("validate", str(out / "results.jsonl"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = orjson.loads((out / "atif" / f"{row['rollout_id']}.json").read_bytes())
+    assert doc["agent"]["name"] == "codex" and doc["agent"]["version"] != "unknown"
+    assert doc["extra"]["reward"] == 1.0 and doc["extra"]["passed"] is True
+    agent_steps = [s for s in doc["steps"] if s["source"] == "agent"]
+    assert len(agent_steps) == len(row["steps"]) and all("metrics" in s for s in agent_steps)
 
     # the derived image is cached for this owner, and `gc --images` removes it
     assert docker_client.images.list(
@@ -104,8 +121,21 @@ def test_oracle_solves_without_an_llm_and_is_never_training_ready(
 
     paths = RunPaths(tmp_path / "logs")
     out = tmp_path / "export"
-    proc = cli("export", str(paths.rollouts_dir), "--out", str(out), "--filter", "all")
+    proc = cli(
+        "export",
+        str(paths.rollouts_dir),
+        "--out",
+        str(out),
+        "--filter",
+        "all",
+        "--format",
+        "atif",
+    )
     assert proc.returncode == 0, proc.stderr
+    index = orjson.loads((out / "atif" / "_index.json").read_bytes())
+    assert index["written"] == []
+    assert {e["rollout_id"] for e in index["left_out"]} == {"hello-dockerfile", "reward-json"}
+    assert all("oracle" in e["reason"] for e in index["left_out"])
     rows = {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
     assert set(rows) == {"hello-dockerfile", "reward-json"}
     for row in rows.values():
