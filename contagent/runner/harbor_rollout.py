@@ -40,6 +40,7 @@ from contagent.runner.rollout import (
     _unwritable,
     _write,
     _write_json_atomic,
+    start_rollout_proxy,
     token_totals,
 )
 from contagent.runner.sandbox import Sandbox
@@ -197,7 +198,6 @@ def _phases(
 ) -> tuple[str, LlmSettings | None]:
     """Every phase of the rollout, what it left copied into ``collected``; returns the image
     and the agent's LLM settings."""
-    from contagent.proxy import start_proxy_in_thread
 
     cfg, name = ctx.config, plan.name
     prefix = f"contagent-{cfg.run_id}-{name}"
@@ -212,19 +212,7 @@ def _phases(
         outside = ctx.client.networks.create(
             f"{prefix}-out", driver="bridge", labels=ctx.labels(name, "network")
         )
-    proxy = start_proxy_in_thread(
-        cfg.upstream_url,
-        ctx.paths.rollouts_dir,
-        host=net.gateway,
-        port=0,
-        upstream_api_key=cfg.api_key,
-        upstream_ca=cfg.upstream_ca,
-        upstream_timeout=cfg.llm.timeout_s + 30,
-        only_rollout=name,
-        allowed_clients=net.subnet,
-        tokens=plan.tokens,
-        server=plan.server,
-    )
+    proxy = start_rollout_proxy(ctx, plan, name, net)
     try:
         workdir = task.workdir or ctx.client.images.get(image).attrs["Config"].get("WorkingDir")
         workdir = workdir or "/"

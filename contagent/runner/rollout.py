@@ -233,14 +233,33 @@ def _verdict(
     return ("passed", None) if codes["evaluate"] == 0 else ("failed", None)
 
 
+def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any) -> Any:
+    """The rollout's own recording proxy on its network's gateway, answering that network
+    alone and recording only rollout ``name``."""
+    from contagent.proxy import start_proxy_in_thread
+
+    cfg = ctx.config
+    return start_proxy_in_thread(
+        cfg.upstream_url,
+        ctx.paths.rollouts_dir,
+        host=net.gateway,
+        port=0,
+        upstream_api_key=cfg.api_key,
+        upstream_ca=cfg.upstream_ca,
+        upstream_timeout=cfg.llm.timeout_s + 30,
+        only_rollout=name,
+        allowed_clients=net.subnet,
+        tokens=plan.tokens,
+        server=plan.server,
+    )
+
+
 def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     """Run one rollout of a seed experiment to the end and write its files; never raises
     for docker trouble.
 
     Raises :class:`LogDirError` when its files cannot be written: then no result.json
     claims a verdict."""
-    from contagent.proxy import start_proxy_in_thread
-
     exp = plan.experiment
     assert isinstance(exp, Experiment)
 
@@ -268,19 +287,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     collected = Path(tempfile.mkdtemp(prefix="contagent-out-"))
     try:
         net = docker_ops.create_network(ctx.client, prefix, ctx.labels(name, "network"))
-        proxy = start_proxy_in_thread(
-            cfg.upstream_url,
-            ctx.paths.rollouts_dir,
-            host=net.gateway,
-            port=0,
-            upstream_api_key=cfg.api_key,
-            upstream_ca=cfg.upstream_ca,
-            upstream_timeout=cfg.llm.timeout_s + 30,
-            only_rollout=name,
-            allowed_clients=net.subnet,
-            tokens=plan.tokens,
-            server=plan.server,
-        )
+        proxy = start_rollout_proxy(ctx, plan, name, net)
         settings, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name))
         for svc in exp.spec.services:
             docker_ops.start_service(
