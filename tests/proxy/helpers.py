@@ -169,3 +169,32 @@ def fail_outcomes(
 
     monkeypatch.setattr(recorder, "append", append)
     return flag
+
+
+def export_one_and_validate(records: Path, out: Path) -> dict[str, Any]:
+    """Export a record dir of one rollout with the real CLI, prove the export with
+    ``contagent validate``, and return that rollout's row."""
+    import json
+
+    from tests.helpers import cli, read_rows
+
+    exp = cli("export", str(records), "--out", str(out), "--filter", "all", timeout=120)
+    assert exp.returncode == 0, exp.stderr
+    [row] = read_rows(out / "results.jsonl")
+    val = cli("validate", str(out / "results.jsonl"), "--json", timeout=120)
+    assert val.returncode == 0 and json.loads(val.stdout)["violations"] == [], val.stdout
+    return row
+
+
+def slow_outcome_writes(proxy: RunningProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make writing an outcome take 0.3 s, as a slow disk would: a proxy that sent the end of
+    an answer before its record was on disk would now show it."""
+    recorder = proxy.proxy.recorder
+    real_append = recorder.append
+
+    def slow_append(rollout_id: str, record: dict[str, Any]) -> None:
+        if record["type"] == "outcome":
+            time.sleep(0.3)
+        real_append(rollout_id, record)
+
+    monkeypatch.setattr(recorder, "append", slow_append)

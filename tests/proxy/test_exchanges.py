@@ -18,6 +18,7 @@ from tests.proxy.helpers import (
     json_stream_error,
     raw_address,
     raw_post,
+    slow_outcome_writes,
 )
 
 MSGS = [{"role": "user", "content": [{"type": "text", "text": "fix the bug"}]}]
@@ -254,7 +255,6 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
     """A whole stream arriving in one read (``[DONE]`` also inside a token): the client
     sees ``[DONE]`` only once the outcome is on disk, and gets every byte."""
     import socket
-    import time
 
     events = [
         b'data: {"id":"b","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}\n\n',
@@ -263,15 +263,7 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
     stream = b"".join(events) + b"data: [DONE]\n\n"
     stub = stub_factory([Raw(stream, content_type="text/event-stream")])
     proxy = proxy_factory(stub.url)
-    recorder = proxy.proxy.recorder
-    real_append = recorder.append
-
-    def slow_append(rollout_id, record):  # a slow disk: sending first would now show
-        if record["type"] == "outcome":
-            time.sleep(0.3)
-        real_append(rollout_id, record)
-
-    monkeypatch.setattr(recorder, "append", slow_append)
+    slow_outcome_writes(proxy, monkeypatch)
     host, port, path = raw_address(proxy)
     body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
     log = tmp_path / "records" / "r1" / "exchanges.jsonl"

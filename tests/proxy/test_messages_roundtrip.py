@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
-import subprocess
-import sys
-import time
 
 import anthropic
 import httpx
@@ -19,18 +15,18 @@ from contagent.rawlog import parse_exchanges
 from contagent.records import RolloutResult
 from contagent.testing.llm_stub import Raw, Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
-from tests.helpers import read_rows
 from tests.proxy.helpers import (
     CLIENT_KEY,
     dechunk,
     exchanges,
+    export_one_and_validate,
     fail_outcomes,
     raw_address,
     raw_post,
+    slow_outcome_writes,
 )
 from tests.proxy.upstreams import AiohttpUpstream
 
-CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]
 CACHE = {"type": "ephemeral"}
 
 
@@ -83,20 +79,13 @@ def test_real_client_through_the_proxy_json_and_streamed(stub_factory, proxy_fac
     raw = parse_exchanges(rollout / "exchanges.jsonl", (rollout / "exchanges.jsonl").read_bytes())
     assert raw.problems == [] and all(raw.usage(i) for i in raw.indices)
 
-    out = tmp_path / "out"
-    exp = subprocess.run([*CLI, "export", str(tmp_path / "records"), "--out", str(out), "--filter", "all"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert exp.returncode == 0, exp.stderr
-    [row] = read_rows(out / "results.jsonl")
+    row = export_one_and_validate(tmp_path / "records", tmp_path / "out")
     assert row["training_ready"] is True, row["training_ready_reason"]
     assert [s["extends"] for s in row["steps"]] == [None, 0]
     assert row["steps"][1]["messages"][-1] == {
         "role": "tool", "tool_call_id": "toolu_1", "content": "42", "is_error": False
     }  # fmt: skip
     assert row["steps"][1]["response"]["reasoning_content"] == "read it"
-    val = subprocess.run([*CLI, "validate", str(out / "results.jsonl"), "--json"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert val.returncode == 0 and json.loads(val.stdout)["violations"] == [], val.stdout
 
 
 def _stream_bytes() -> bytes:
@@ -113,15 +102,7 @@ def test_stream_burst_reaches_the_client_only_after_the_record(
     stream = _stream_bytes()
     stub = stub_factory([Raw(stream, content_type="text/event-stream")])
     proxy = proxy_factory(stub.url)
-    recorder = proxy.proxy.recorder
-    real_append = recorder.append
-
-    def slow_append(rollout_id, record):  # a slow disk: sending first would now show
-        if record["type"] == "outcome":
-            time.sleep(0.3)
-        real_append(rollout_id, record)
-
-    monkeypatch.setattr(recorder, "append", slow_append)
+    slow_outcome_writes(proxy, monkeypatch)
     host, port, path = raw_address(proxy)
     body = orjson.dumps({"model": "m", "max_tokens": 9, "messages": [], "stream": True})
     log = tmp_path / "records" / "r1" / "exchanges.jsonl"

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 from contagent.rawlog import parse_exchanges
 from contagent.records import RolloutResult
 from contagent.testing.llm_stub import Reply, ToolCall
-from tests.helpers import read_rows
-from tests.proxy.helpers import client, exchanges
-
-CLI = [sys.executable, "-c", "from contagent.cli import main; main()"]
+from tests.proxy.helpers import client, exchanges, export_one_and_validate
 
 
 def test_real_client_through_the_proxy_json_and_streamed(stub_factory, proxy_factory, tmp_path):
@@ -54,15 +47,8 @@ def test_real_client_through_the_proxy_json_and_streamed(stub_factory, proxy_fac
     raw = parse_exchanges(rollout / "exchanges.jsonl", (rollout / "exchanges.jsonl").read_bytes())
     assert raw.problems == [] and all(raw.usage(i) for i in raw.indices)
 
-    out = tmp_path / "out"
-    exp = subprocess.run([*CLI, "export", str(tmp_path / "records"), "--out", str(out), "--filter", "all"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert exp.returncode == 0, exp.stderr
-    [row] = read_rows(out / "results.jsonl")
+    row = export_one_and_validate(tmp_path / "records", tmp_path / "out")
     assert row["training_ready"] is True, row["training_ready_reason"]
     assert [s["extends"] for s in row["steps"]] == [None, 0]
     assert row["steps"][1]["response"]["reasoning_content"] == "read it"
     assert row["steps"][1]["response"]["content"] == "the answer is 42"
-    val = subprocess.run([*CLI, "validate", str(out / "results.jsonl"), "--json"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert val.returncode == 0 and json.loads(val.stdout)["violations"] == [], val.stdout
