@@ -29,6 +29,7 @@ pytestmark = pytest.mark.docker
 
 TASKS = Path(__file__).resolve().parents[1] / "harbor" / "tasks"
 #: what the agent tries: read the hidden tests, then solve the task
+SECRET = "verifier-secret-7b1e9d"  # the content of tests/secret.txt, unlike any chunk id
 MOVES = ("cat /tests/secret.txt; ls /tests", "echo 'hello harbor' > /app/hello.txt")
 
 
@@ -64,7 +65,7 @@ def test_codex_runs_a_harbor_task_without_seeing_its_tests(
     assert result.image is not None and result.image.startswith(f"{DERIVED_REPO}:codex-")
     seen = [o for r in stub.requests if r.path.endswith("/responses") for o in codex_outputs(r)]
     assert len(seen) >= 2
-    assert "No such file" in seen[0] and "42" not in "".join(seen), seen[0]
+    assert "No such file" in seen[0] and SECRET not in "".join(seen), seen[0]
 
     paths = RunPaths(tmp_path / "logs")
     out = tmp_path / "export"
