@@ -30,7 +30,8 @@ import zstandard
 from contagent import messages_api, responses
 from contagent.chat import cached_tokens, usage_counts
 from contagent.errors import ContagentError
-from contagent.records import OUTCOMES, RESULT_SCHEMA_VERSION, SCHEMA_VERSION
+from contagent.records import OUTCOMES, SCHEMA_VERSION
+from contagent.rollout_result import RESULT_SCHEMA_VERSION
 from contagent.versions import check_version
 
 #: The default raw-log size limit, in plain (decompressed) bytes, for every reader.

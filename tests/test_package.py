@@ -28,6 +28,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "rules",
             "chat",
             "records",
+            "rollout_result",
             "rows",
             "layout",
             "rawlog",

@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from contagent.model_schema import model_schema
-from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
+from contagent.records import OutcomeRecord, RequestRecord
+from contagent.rollout_result import RolloutResult
 from contagent.rows import ResultRow
 from contagent.runner.experiment import EXPERIMENT_SCHEMA_FILE, ExperimentSpec
 

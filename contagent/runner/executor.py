@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner.rollout import RolloutPlan
 
 #: Told the name of each rollout as it starts.

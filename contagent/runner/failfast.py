@@ -22,7 +22,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.rawlog import read_log_bytes
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 
 #: ``stop_condition`` of a rollout the LLM server ended (its status is ``infra_error``)
 LLM_SERVER_STOP = "llm_server"

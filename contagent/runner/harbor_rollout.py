@@ -27,7 +27,13 @@ from contagent.agents import LAYERS, Agent, AgentReport, get_agent
 from contagent.agents.base import AGENT_DIR, OUT_DIR
 from contagent.agents.oracle import SOLUTION_DIR
 from contagent.errors import ContagentError
-from contagent.records import ExitCodes, LlmSettings, PhaseTimings, RolloutResult, RolloutStatus
+from contagent.rollout_result import (
+    ExitCodes,
+    LlmSettings,
+    PhaseTimings,
+    RolloutResult,
+    RolloutStatus,
+)
 from contagent.runner import agent_image, docker_ops
 from contagent.runner.failfast import LLM_SERVER_STOP, server_failure
 from contagent.runner.harbor_reward import parse_reward

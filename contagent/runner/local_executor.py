@@ -11,7 +11,7 @@ import docker.errors
 import requests.exceptions
 
 from contagent.layout import RunPaths
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted

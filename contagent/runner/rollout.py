@@ -29,7 +29,7 @@ from contagent.compact import compact_rollout
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog import read_exchanges
-from contagent.records import (
+from contagent.rollout_result import (
     ExitCodes,
     LlmSettings,
     PhaseTimings,

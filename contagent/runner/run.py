@@ -16,7 +16,7 @@ from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.proxy.identify import TokenPlan
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops, leftovers
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
 from contagent.runner.executor import OnStarted, RolloutExecutor

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from contagent.errors import ContagentError
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner.experiment import (
     EXPERIMENT_FILE,
     ExperimentProblem,

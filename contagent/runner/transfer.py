@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.rollout import RolloutPlan

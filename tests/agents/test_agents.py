@@ -22,7 +22,7 @@ from contagent.agents.mini_swe_agent import model_kwargs
 from contagent.agents.openhands import AGENT as OPENHANDS
 from contagent.agents.openhands import llm_kwargs
 from contagent.errors import ContagentError
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import agent_main
 from contagent.runner.config import LlmOptions, RunConfig, agent_images, rollout_name
 from contagent.testing.llm_stub import StubRequest

@@ -17,7 +17,7 @@ from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
 from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog import read_exchanges, read_log_bytes
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner.experiment import load_experiment
 from contagent.runner.failfast import server_failure
 from contagent.runner.rollout import RolloutPlan, token_totals

@@ -18,7 +18,7 @@ import pytest
 
 from contagent.layout import RolloutPaths
 from contagent.rawlog import read_exchanges
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.testing.llm_stub import Reply
 from contagent.testing.players import mini

@@ -25,7 +25,7 @@ import pytest
 
 from contagent.layout import RunPaths
 from contagent.rawlog import read_log_bytes
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.run import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest

@@ -15,7 +15,7 @@ import pytest
 
 from contagent.layout import RunPaths
 from contagent.rawlog import read_log_bytes
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.testing.llm_stub import Reply, RunningStub, Script
 from tests.e2e.helpers import (
     SECRET,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.leftovers import LABEL_HOST, LABEL_PID, LABEL_STARTED
 from contagent.testing.llm_stub import Reply

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 
 from contagent.exporters.export import ExportOptions, export
 from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
-from contagent.records import OutcomeRecord, RequestRecord, RolloutResult
+from contagent.records import OutcomeRecord, RequestRecord
+from contagent.rollout_result import RolloutResult
 from contagent.rows import ResultRow
 from tests.helpers import read_rows
 from tools.schema_gen import SCHEMA_DIR, generate, render

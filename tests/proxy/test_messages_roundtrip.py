@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from contagent.rawlog import parse_exchanges
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.testing.llm_stub import Raw, Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
 from tests.proxy.helpers import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contagent.rawlog import parse_exchanges
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.testing.llm_stub import Reply, ToolCall
 from tests.proxy.helpers import client, exchanges, export_one_and_validate
 

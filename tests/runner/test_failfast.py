@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner.failfast import LLM_SERVER_STOP, FailFast, server_failure
 
 

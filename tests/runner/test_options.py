@@ -10,7 +10,8 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.records import RolloutResult, outcome_record, request_record
+from contagent.records import outcome_record, request_record
+from contagent.rollout_result import RolloutResult
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
 from contagent.runner.experiment import load_experiment
 from contagent.runner.rollout import RolloutPlan, _verdict, token_totals

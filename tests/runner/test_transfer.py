@@ -15,7 +15,7 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.records import RolloutResult
+from contagent.rollout_result import RolloutResult
 from contagent.runner.config import FINISHED_STATUSES, LlmOptions, RunConfig
 from contagent.runner.experiment import load_experiment
 from contagent.runner.rollout import RolloutPlan

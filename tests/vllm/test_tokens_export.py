@@ -108,7 +108,7 @@ def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Pa
     """(the tier's model, a folder of this module's rollouts, recorded through the session's
     proxy into the session's real server)."""
     from contagent.layout import RolloutPaths
-    from contagent.records import RolloutResult
+    from contagent.rollout_result import RolloutResult
     from tests.vllm.conversations import MODEL, Chat
 
     with tempfile.TemporaryDirectory() as tmp:
