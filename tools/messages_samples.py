@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from contagent.proxy.sse import StreamAssembler
+from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.testing.llm_moves import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
 from tools.messages_records import CACHE, Lines, edit, records

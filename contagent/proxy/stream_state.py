@@ -6,7 +6,8 @@ from typing import Any
 
 import orjson
 
-from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.sse import SSEParser
+from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.proxy.tokens import TokenAsk, TokenCollector, relay_event
 
 #: what an end event holds: chat's ``data: [DONE]``, the Messages API's ``message_stop``

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from contagent.proxy.sse import StreamAssembler
+from contagent.proxy.sse_assembler import StreamAssembler
 
 #: (field, value) the proxy adds to a chat-completions body, in this order
 ADDITIONS: tuple[tuple[str, Any], ...] = (

@@ -11,7 +11,7 @@ import pytest
 
 from contagent import rules
 from contagent.chat import usage_counts
-from contagent.proxy.sse import StreamAssembler
+from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.responses import chat_response, input_messages, normalise_exchanges
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.responses_moves import response_events, response_json

@@ -6,7 +6,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.sse import SSEParser
+from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.testing.llm_stub import (
     Reply,
     StubRequest,

@@ -10,7 +10,8 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.proxy.identify import plan_tokens
-from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.sse import SSEParser
+from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.proxy.stream_state import StreamState
 from contagent.proxy.tokens import TokenAsk, TokenCollector, ask_for_tokens
 from contagent.testing import stub_tokens

@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import orjson
 
-from contagent.proxy.sse import SSEParser, StreamAssembler
+from contagent.proxy.sse import SSEParser
+from contagent.proxy.sse_assembler import StreamAssembler
 
 MODEL = "tiny"
 SYSTEM = "You are a coding agent. Use the tools to solve the task."
