@@ -27,42 +27,13 @@ from typing import Protocol, cast
 import httptools
 
 from contagent.proxy.http1 import NO_BODY_STATUS, Limits, error_body, response_head, tokens
+from contagent.proxy.request import Request, Responder
 
 log = logging.getLogger(__name__)
 
 #: after a refusal, how long and how many bytes the client may still send before the close
 LINGER_S = 2.0
 LINGER_BYTES = 16 * 1024 * 1024
-
-
-class Request:
-    """One parsed request, as received."""
-
-    __slots__ = ("body", "headers", "http11", "keep_alive", "method", "target")
-
-    def __init__(
-        self,
-        method: str,
-        target: bytes,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-        keep_alive: bool,
-        http11: bool,
-    ) -> None:
-        self.http11 = http11
-        self.method = method
-        self.target = target
-        self.headers = headers
-        self.body = body
-        self.keep_alive = keep_alive
-
-
-class Responder(Protocol):
-    """What a connection tells the exchange answering its current request."""
-
-    def client_gone(self) -> None: ...
-    def pause_upstream(self) -> None: ...
-    def resume_upstream(self) -> None: ...
 
 
 class RequestHandler(Protocol):

@@ -27,7 +27,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
-from contagent.proxy.downstream import ClientConnection, Request
+from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import (
     DROP_REQUEST,
@@ -39,6 +39,7 @@ from contagent.proxy.http1 import (
 from contagent.proxy.identify import TokenPlan, plan_tokens
 from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
+from contagent.proxy.request import Request
 from contagent.proxy.tokens import TOKEN_ROUTE, TokenAsk, ask_for_tokens
 from contagent.proxy.upstream import tls_context
 from contagent.records import SAFE_HEADERS, request_record

@@ -12,6 +12,7 @@ from contagent._loopthread import InThread
 from contagent.proxy import RunningProxy, start_proxy_in_thread
 from contagent.testing.llm_stub import RunningStub, Script, start_stub_in_thread
 from tests.proxy.helpers import UPSTREAM_KEY
+from tests.proxy.upstreams import AiohttpUpstream
 
 
 @pytest.fixture
@@ -42,6 +43,15 @@ def upstream() -> Iterator[Callable[[Any], Any]]:
     yield start
     for served in started:
         served.stop()
+
+
+@pytest.fixture
+def odd_upstream(upstream: Callable[[Any], Any]) -> Callable[..., Any]:
+    """Serves an :class:`AiohttpUpstream` with the given handler: ``(handler,
+    ssl_context=None, **server options)``."""
+    return lambda handler, ssl_context=None, **kw: upstream(
+        AiohttpUpstream(handler, ssl_context, **kw)
+    )
 
 
 @pytest.fixture

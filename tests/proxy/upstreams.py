@@ -9,7 +9,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
+
+#: the chat completion an aiohttp upstream of these tests answers with
+COMPLETION = {
+    "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "zipped"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}  # fmt: skip
+
+
+async def completion(request: web.BaseRequest) -> web.Response:
+    """An :class:`AiohttpUpstream` handler answering :data:`COMPLETION`."""
+    await request.read()
+    return web.Response(body=orjson.dumps(COMPLETION), content_type="application/json")
 
 
 class AiohttpUpstream:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from contagent.proxy.downstream import ClientConnection, Request
+from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.http1 import Limits
+from contagent.proxy.request import Request
 
 
 class FakeTransport:
