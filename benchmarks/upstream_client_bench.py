@@ -30,7 +30,7 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from proxy_bench import concurrent, cpu_s, openhands_like_body, start_process
+from proxy_load import concurrent, cpu_s, openhands_like_body, start_process
 
 from contagent.proxy.pool import UpstreamPool
 
