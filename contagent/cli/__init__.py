@@ -24,12 +24,13 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from contagent.cli import compact_cmd, export_cmd, proxy_cmd, run_cmd
+    from contagent.cli import compact_cmd, engine_cmd, export_cmd, proxy_cmd, run_cmd
 
     export_cmd.register(app)
     compact_cmd.register(app)
     proxy_cmd.register(app)
     run_cmd.register(app)
+    engine_cmd.register(app)
 
     from contagent.cli import hub_cmd
 

@@ -1,6 +1,6 @@
 """The runner stage: experiments in Docker with a headless agent, every LLM call recorded.
 
-Library entry points (the CLI in ``contagent/cli/run_cmd.py`` is a thin wrapper):
+Library entry points (``contagent/cli/run_cmd.py`` and ``engine_cmd.py`` are thin wrappers):
 
 * :func:`contagent.runner.run.run_experiments` runs a :class:`~contagent.runner.config.RunConfig`;
 * :func:`contagent.runner.leftovers.gc` removes one owner's leftovers of dead runs;

@@ -98,6 +98,13 @@ class RunSummary:
             parts.append(f"interrupted by {signal_name(self.signal or 2)}")
         return f"exit {self.exit_code}: " + ", ".join(parts) + " (--resume runs what is left)"
 
+    def totals(self) -> tuple[int, int, int]:
+        """(rollouts passed, rollouts, tokens used) over this run's and the resumed ones."""
+        everything = [*self.resumed, *self.results]
+        passed = sum(r.status == "passed" for r in everything)
+        used = sum(r.tokens.total_tokens for r in everything if r.tokens is not None)
+        return passed, len(everything), used
+
 
 def _read_result(path: Path) -> RolloutResult | None:
     try:
