@@ -180,6 +180,45 @@ def run_experiments(
         config = replace(config, owner=docker_ops.default_owner())
     if config.driver is None:
         config = replace(config, driver=leftovers.Driver.this_process())
+    summary, plans = _plan(config, emit)
+    paths = RunPaths(Path(config.log_dir))
+    paths.root.mkdir(parents=True, exist_ok=True)
+    todo, done = _prepare(paths, plans, config.resume)
+    summary.resumed = done
+    emit(RunEvent("planned", total=len(plans)))
+    for result in done:
+        emit(RunEvent("skipped", name=result.rollout_id, result=result))
+    if not todo:
+        summary.wall_s = time.monotonic() - t0
+        return summary
+
+    if config.ray_address is None:
+        _sweep(config, emit)
+    server = LlmServer(
+        config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
+    )
+    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
+
+    def wait_for_server(seconds: float) -> float:
+        return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
+
+    tokens = _token_plan(config, server, executor, wait_for_server, emit)
+    emit(RunEvent("ready", message=tokens.line))
+    queue = [replace(plan, tokens=tokens.record, server=tokens.server) for plan in todo]
+    _run_queue(config, executor, queue, summary, wait_for_server, emit)
+    if config.ray_address is None:
+        summary.left = leftovers.left_by_run(config.run_id)
+        if summary.left != []:
+            emit(RunEvent("left", message=leftovers.describe(summary.left, config.run_id)))
+    summary.wall_s = time.monotonic() - t0
+    return summary
+
+
+def _plan(
+    config: RunConfig, emit: Callable[[RunEvent], None]
+) -> tuple[RunSummary, list[RolloutPlan]]:
+    """The run's rollouts, and its summary holding the experiments skipped as bad; each
+    problem and notice is said."""
     experiments, problems = discover_tasks(
         config.experiments_dir,
         list(config.experiments) or None,
@@ -209,42 +248,44 @@ def run_experiments(
         notice = unhonoured(get_agent(plan.agent), tuple(plan.experiment.spec.skills), requested)
         if notice is not None and plan.repeat_index == 0:
             emit(RunEvent("notice", name=plan.name, message=notice))
-    paths = RunPaths(Path(config.log_dir))
-    paths.root.mkdir(parents=True, exist_ok=True)
-    todo, done = _prepare(paths, plans, config.resume)
-    summary.resumed = done
-    emit(RunEvent("planned", total=len(plans)))
-    for result in done:
-        emit(RunEvent("skipped", name=result.rollout_id, result=result))
-    if not todo:
-        summary.wall_s = time.monotonic() - t0
-        return summary
+    return summary, plans
 
-    if config.ray_address is None:
-        _sweep(config, emit)
-    server = LlmServer(
-        config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
-    )
-    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
 
-    def wait_for_server(seconds: float) -> float:
-        return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
+def _token_plan(
+    config: RunConfig,
+    server: LlmServer,
+    executor: RolloutExecutor,
+    wait_for_server: Callable[[float], float],
+    emit: Callable[[RunEvent], None],
+) -> TokenPlan:
+    """Wait for the LLM server, then what token data the run records from it; before any
+    container or network exists. The executor is closed when either fails."""
+    if not any(get_agent(a).api != "none" for a in config.agents):
+        # the oracle alone: no agent of the run talks to an LLM
+        return TokenPlan(record=False, server=None, line="no LLM: no agent of this run uses one")
+    try:
+        waited = wait_for_server(config.wait_for_llm_s)
+    except BaseException:
+        executor.close()
+        raise
+    emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
+    try:
+        return server.token_plan(config.tokens)
+    except BaseException:
+        executor.close()
+        raise
 
-    if any(get_agent(a).api != "none" for a in config.agents):
-        try:  # before any container or network exists
-            waited = wait_for_server(config.wait_for_llm_s)
-        except BaseException:
-            executor.close()
-            raise
-        emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
-        try:
-            tokens = server.token_plan(config.tokens)
-        except BaseException:
-            executor.close()
-            raise
-    else:  # the oracle alone: no agent of the run talks to an LLM
-        tokens = TokenPlan(record=False, server=None, line="no LLM: no agent of this run uses one")
-    emit(RunEvent("ready", message=tokens.line))
+
+def _run_queue(
+    config: RunConfig,
+    executor: RolloutExecutor,
+    queue: list[RolloutPlan],
+    summary: RunSummary,
+    wait_for_server: Callable[[float], float],
+    emit: Callable[[RunEvent], None],
+) -> None:
+    """Run the queued rollouts ``config.jobs`` at a time into ``summary``, held back while
+    the LLM server is down, stopped on a signal; the executor is closed at the end."""
     guard = FailFast(config.wait_for_llm_s)
     # the next rollouts would end the same way; on Ray an engine is one node's, not the run's
     run_stops = {LOG_DIR_STOP} | ({docker_ops.ENGINE_STOP} if config.ray_address is None else set())
@@ -262,7 +303,6 @@ def run_experiments(
         return result
 
     pending: set[Future[RolloutResult]] = set()
-    queue = [replace(plan, tokens=tokens.record, server=tokens.server) for plan in todo]
     try:
         while queue or pending:
             _hold_back(guard, wait_for_server, executor, queue, summary, emit)
@@ -287,12 +327,6 @@ def run_experiments(
                 break
     finally:
         executor.close()
-    if config.ray_address is None:
-        summary.left = leftovers.left_by_run(config.run_id)
-        if summary.left != []:
-            emit(RunEvent("left", message=leftovers.describe(summary.left, config.run_id)))
-    summary.wall_s = time.monotonic() - t0
-    return summary
 
 
 def _stopping(summary: RunSummary, running: int) -> str:

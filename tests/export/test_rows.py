@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from contagent import rawlog, records, rows
+from contagent import rawlog, records, rollout_result, rows
 from contagent.derive import build_row
 from contagent.errors import ContagentError
 from contagent.exporters.export import ExportOptions, export
@@ -96,7 +96,7 @@ def test_the_models_take_their_version_from_the_one_constant() -> None:
     for model, current in (
         (records.RequestRecord, records.SCHEMA_VERSION),
         (records.OutcomeRecord, records.SCHEMA_VERSION),
-        (records.RolloutResult, records.RESULT_SCHEMA_VERSION),
+        (rollout_result.RolloutResult, rollout_result.RESULT_SCHEMA_VERSION),
         (rows.ResultRow, rows.SCHEMA_VERSION),
     ):
         schema = model.model_json_schema()["properties"]["schema_version"]

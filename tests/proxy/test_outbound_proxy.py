@@ -11,8 +11,7 @@ import pytest
 from contagent.errors import ContagentError
 from contagent.testing.llm_stub import Reply
 from tests.proxy.helpers import exchanges, http
-from tests.proxy.test_http import _completion
-from tests.proxy.upstreams import AiohttpUpstream, ForwardProxy
+from tests.proxy.upstreams import AiohttpUpstream, ForwardProxy, completion
 
 MSGS = [{"role": "user", "content": "hi"}]
 
@@ -61,7 +60,7 @@ def test_an_https_upstream_is_tunnelled_through_https_proxy_and_still_verified(
     ca = trustme.CA()
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost").configure_cert(server_ctx)
-    up = upstream(AiohttpUpstream(_completion, server_ctx))
+    up = upstream(AiohttpUpstream(completion, server_ctx))
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     monkeypatch.setenv("HTTPS_PROXY", forward_proxy.url)
