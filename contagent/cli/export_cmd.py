@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -55,26 +55,10 @@ def _export(
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
     from contagent.exporters.dataset_folder import arrow_without_pandas
     from contagent.exporters.export import ExportOptions, export
-    from contagent.formats import DOCUMENT_FORMATS, FORMAT_NAMES
 
     arrow_without_pandas()  # this process hands pyarrow no pandas objects
 
-    given = format_names or ["prime-sft"]
-    for name in given:
-        if name != "results" and name not in FORMAT_NAMES:
-            fail(f"unknown --format {name!r} ({', '.join(FORMAT_NAMES)} or results)")
-    if "results" in given and len(set(given)) > 1:
-        fail("--format results means results.jsonl alone; leave it out to add dataset folders")
-    formats = tuple(dict.fromkeys(n for n in given if n != "results"))
-    if rollout_filter not in ("passed", "all"):
-        fail(f"unknown --filter {rollout_filter!r} (passed or all)")
-    if push_to_hub and len(formats) != 1:
-        fail(
-            "--push-to-hub uploads one dataset folder: give exactly one --format "
-            "(prime-sft, trl or tokens)"
-        )
-    if push_to_hub and formats[0] in DOCUMENT_FORMATS:
-        fail(f"--push-to-hub uploads a Parquet dataset folder, and {formats[0]} is not one")
+    formats = _formats(format_names, rollout_filter, push_to_hub)
     if push_to_hub:
         from contagent.hub.upload import resolve_token
 
@@ -103,6 +87,45 @@ def _export(
             bar.update(task, completed=done, total=total)
 
         summary = run_guarded(lambda: export(run_dirs, out, options, progress))
+    console.print(_summary_table(summary))
+    if push_to_hub:
+        from contagent.cli.hub_cmd import print_upload
+        from contagent.hub.upload import push_export_to_hub
+
+        repo = push_to_hub
+        name = formats[0]
+        print_upload(run_guarded(lambda: push_export_to_hub(out, repo, name, private=hub_private)))
+
+
+def _formats(
+    given: list[str] | None, rollout_filter: str, push_to_hub: str | None
+) -> tuple[str, ...]:
+    """The dataset folders to write; a one-line error for options that do not go together."""
+    from contagent.formats import DOCUMENT_FORMATS, FORMAT_NAMES
+
+    given = given or ["prime-sft"]
+    for name in given:
+        if name != "results" and name not in FORMAT_NAMES:
+            fail(f"unknown --format {name!r} ({', '.join(FORMAT_NAMES)} or results)")
+    if "results" in given and len(set(given)) > 1:
+        fail("--format results means results.jsonl alone; leave it out to add dataset folders")
+    formats = tuple(dict.fromkeys(n for n in given if n != "results"))
+    if rollout_filter not in ("passed", "all"):
+        fail(f"unknown --filter {rollout_filter!r} (passed or all)")
+    if push_to_hub and len(formats) != 1:
+        fail(
+            "--push-to-hub uploads one dataset folder: give exactly one --format "
+            "(prime-sft, trl or tokens)"
+        )
+    if push_to_hub and formats[0] in DOCUMENT_FORMATS:
+        fail(f"--push-to-hub uploads a Parquet dataset folder, and {formats[0]} is not one")
+    return formats
+
+
+def _summary_table(summary: Any) -> Table:
+    """The export summary's counts, one a row."""
+    from contagent.formats import DOCUMENT_FORMATS
+
     table = Table(title=f"contagent export -> {summary.out_dir}", show_header=False)
     table.add_row("rollouts read", str(summary.rollouts_read))
     table.add_row("training-ready", str(summary.training_ready))
@@ -138,14 +161,7 @@ def _export(
             f"tokens {part}",
             f"{counts.total_tokens} (prompt {counts.prompt_tokens}, completion {counts.completion_tokens})",
         )
-    console.print(table)
-    if push_to_hub:
-        from contagent.cli.hub_cmd import print_upload
-        from contagent.hub.upload import push_export_to_hub
-
-        repo = push_to_hub
-        name = formats[0]
-        print_upload(run_guarded(lambda: push_export_to_hub(out, repo, name, private=hub_private)))
+    return table
 
 
 def _validate(
