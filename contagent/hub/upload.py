@@ -128,6 +128,41 @@ def _plan(
     return ops, uploaded, skipped, deleted
 
 
+def _repo_ready(api: HfApi, repo_id: str, private: bool, branch: str) -> tuple[str, bool]:
+    """The repo's URL and visibility once it and ``branch`` exist; raises
+    :class:`ContagentError` for a read-only token or a private upload into a public repo."""
+    with _hub_step("the token", api.endpoint):
+        who = api.whoami()
+    role = who.get("auth", {}).get("accessToken", {}).get("role")
+    if role == "read":
+        raise ContagentError(f"the Hugging Face token is read-only; it cannot upload to {repo_id}")
+
+    with _hub_step(f"creating dataset repo {repo_id}", api.endpoint):
+        repo_url = api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+    with _hub_step(f"reading dataset repo {repo_id}", api.endpoint):
+        is_private = bool(api.dataset_info(repo_id).private)
+    if private and not is_private:
+        raise ContagentError(
+            f"{repo_id} already exists and is public; pass --public to upload to it anyway"
+        )
+    if branch != "main":
+        with _hub_step(f"creating branch {branch!r} in {repo_id}", api.endpoint):
+            api.create_branch(repo_id, repo_type=REPO_TYPE, branch=branch, exist_ok=True)
+    return str(repo_url), is_private
+
+
+def _remote_files(api: HfApi, repo_id: str, branch: str) -> dict[str, RepoFile]:
+    """The files of the repo at ``branch``, by path."""
+    with _hub_step(f"listing files of {repo_id}", api.endpoint):
+        return {
+            f.path: f
+            for f in api.list_repo_tree(
+                repo_id, repo_type=REPO_TYPE, revision=branch, recursive=True
+            )
+            if isinstance(f, RepoFile)
+        }
+
+
 def upload_dataset_folder(
     folder: Path,
     repo_id: str,
@@ -152,36 +187,12 @@ def upload_dataset_folder(
     api = HfApi(endpoint=endpoint, token=resolve_token(token))
     branch = revision or "main"
 
-    with _hub_step("the token", api.endpoint):
-        who = api.whoami()
-    role = who.get("auth", {}).get("accessToken", {}).get("role")
-    if role == "read":
-        raise ContagentError(f"the Hugging Face token is read-only; it cannot upload to {repo_id}")
-
-    with _hub_step(f"creating dataset repo {repo_id}", api.endpoint):
-        repo_url = api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
-    with _hub_step(f"reading dataset repo {repo_id}", api.endpoint):
-        is_private = bool(api.dataset_info(repo_id).private)
-    if private and not is_private:
-        raise ContagentError(
-            f"{repo_id} already exists and is public; pass --public to upload to it anyway"
-        )
-    if branch != "main":
-        with _hub_step(f"creating branch {branch!r} in {repo_id}", api.endpoint):
-            api.create_branch(repo_id, repo_type=REPO_TYPE, branch=branch, exist_ok=True)
-
-    with _hub_step(f"listing files of {repo_id}", api.endpoint):
-        remote = {
-            f.path: f
-            for f in api.list_repo_tree(
-                repo_id, repo_type=REPO_TYPE, revision=branch, recursive=True
-            )
-            if isinstance(f, RepoFile)
-        }
+    repo_url, is_private = _repo_ready(api, repo_id, private, branch)
+    remote = _remote_files(api, repo_id, branch)
     ops, uploaded, skipped, deleted = _plan(local, remote)
     result = UploadResult(
         repo_id=repo_id,
-        repo_url=str(repo_url),
+        repo_url=repo_url,
         revision=branch,
         private=is_private,
         committed=bool(ops),
