@@ -76,6 +76,30 @@ class ProxyOptions(TypedDict, total=False):
     server: dict[str, Any] | None
 
 
+def _changed(
+    parsed: Any, route: str, stream: bool, tokens: bool
+) -> tuple[Any, list[str], TokenAsk | None]:
+    """What the proxy adds to a request body it forwards: (the body to send instead, what
+    was added, as ``upstream_changes`` names it, the token data asked for); nothing added
+    leaves the client's bytes to go up as they came."""
+    changes: list[str] = []
+    changed: Any = None
+    if stream and route.endswith(_USAGE_ROUTES):
+        opts = parsed.get("stream_options")
+        if not (isinstance(opts, dict) and opts.get("include_usage") is True):
+            changed = dict(parsed)
+            changed["stream_options"] = {
+                **(opts if isinstance(opts, dict) else {}),
+                "include_usage": True,
+            }
+            changes.append("stream_options.include_usage")
+    ask: TokenAsk | None = None
+    if tokens and isinstance(parsed, dict) and route.endswith(TOKEN_ROUTE):
+        changed, ask = ask_for_tokens(changed if changed is not None else parsed)
+        changes.extend(ask.added)
+    return changed, changes, ask
+
+
 class RecordingProxy:
     """A server that forwards to ``upstream`` and records every exchange.
 
@@ -323,25 +347,8 @@ class RecordingProxy:
             except orjson.JSONDecodeError:
                 body_text = body.decode("utf-8", "replace")
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
-        changes: list[str] = []
-        forward_body = body
-        route = path.partition("?")[0]
-        changed: Any = None
-        if stream and route.endswith(_USAGE_ROUTES):
-            opts = parsed.get("stream_options")
-            if not (isinstance(opts, dict) and opts.get("include_usage") is True):
-                changed = dict(parsed)
-                changed["stream_options"] = {
-                    **(opts if isinstance(opts, dict) else {}),
-                    "include_usage": True,
-                }
-                changes.append("stream_options.include_usage")
-        ask: TokenAsk | None = None
-        if self.tokens and isinstance(parsed, dict) and route.endswith(TOKEN_ROUTE):
-            changed, ask = ask_for_tokens(changed if changed is not None else parsed)
-            changes.extend(ask.added)
-        if changes:
-            forward_body = orjson.dumps(changed)
+        changed, changes, ask = _changed(parsed, path.partition("?")[0], stream, self.tokens)
+        forward_body = orjson.dumps(changed) if changes else body
 
         pool = self.pool
         head, safe = upstream_request_head(
