@@ -142,6 +142,17 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
     root = Path(root)
     name = safe_segment(root.name, "experiment name")
     file = root / EXPERIMENT_FILE
+    spec = _read_spec(file)
+    for script in ("setup.sh", "evaluate.sh"):
+        if not (root / script).is_file():
+            raise ContagentError(f"{root / script}: missing")
+    _check_services(root, file, spec)
+    skill_dirs = _skill_dirs(file, spec, skills_dir)
+    return Experiment(name=name, root=root, spec=spec, skill_dirs=skill_dirs)
+
+
+def _read_spec(file: Path) -> ExperimentSpec:
+    """``experiment.json`` read and checked against its schema."""
     if not file.is_file():
         raise ContagentError(f"{file}: missing (every experiment folder needs one)")
     try:
@@ -158,11 +169,11 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ContagentError(f"{file}: {_json_path(first.absolute_path)}: {first.message}{more}")
-    spec = ExperimentSpec.model_validate(raw)
+    return ExperimentSpec.model_validate(raw)
 
-    for script in ("setup.sh", "evaluate.sh"):
-        if not (root / script).is_file():
-            raise ContagentError(f"{root / script}: missing")
+
+def _check_services(root: Path, file: Path, spec: ExperimentSpec) -> None:
+    """Service names are unique, and each entrypoint script is a file inside ``root``."""
     seen: set[str] = set()
     for i, svc in enumerate(spec.services):
         if svc.name in seen:
@@ -182,6 +193,9 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
                     f"{file}: $.services[{i}].entrypoint_script: {entry} does not exist"
                 )
 
+
+def _skill_dirs(file: Path, spec: ExperimentSpec, skills_dir: Path | None) -> tuple[Path, ...]:
+    """The folder of each skill the experiment lists, each checked to hold a SKILL.md."""
     skill_dirs: list[Path] = []
     for i, skill in enumerate(spec.skills):
         try:
@@ -198,7 +212,7 @@ def load_experiment(root: Path, skills_dir: Path | None) -> Experiment:
         if not (skill_dir / "SKILL.md").is_file():
             raise ContagentError(f"{file}: $.skills[{i}]: no {skill_dir / 'SKILL.md'}")
         skill_dirs.append(skill_dir)
-    return Experiment(name=name, root=root, spec=spec, skill_dirs=tuple(skill_dirs))
+    return tuple(skill_dirs)
 
 
 @dataclass(frozen=True)
