@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -12,6 +12,11 @@ from contagent.cli import run_options as opt
 from contagent.cli._common import console, fail, run_guarded
 from contagent.cli.run_log import RunLog, exit_line, open_journal
 from contagent.errors import ContagentError
+
+if TYPE_CHECKING:
+    from contagent.cli.run_view import Progress
+    from contagent.runner.config import RunConfig
+    from contagent.runner.run import RunSummary
 
 
 def _note_not_needed(values: tuple[str | None, ...]) -> None:
@@ -25,7 +30,7 @@ def _note_not_needed(values: tuple[str | None, ...]) -> None:
             )
 
 
-def _run(config: Any, progress: Any, journal: RunLog) -> Any:
+def _run(config: RunConfig, progress: Progress, journal: RunLog) -> RunSummary:
     """Run ``config``'s experiments under the live display; the run log says why it ended
     when an error or a signal ends it."""
     from rich.live import Live
