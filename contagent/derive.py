@@ -182,7 +182,7 @@ def derive_row(
         steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None,
         rules.final_cut({v.index: v.status for v in views}),
     )
-    if result.get("agent") == "oracle":
+    if result.get("reference_solution") is True:
         problems.append(("oracle", "the oracle ran the task's solution: no model made it"))
     if not steps:
         problems.append(("no_steps", "no completed exchange to train on"))

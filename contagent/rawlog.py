@@ -330,4 +330,5 @@ _RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "started": (int, float),
     "ended": (int, float),
     "duration_s": (int, float),
+    "reference_solution": (bool,),
 }

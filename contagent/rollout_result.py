@@ -142,6 +142,11 @@ class RolloutResult(BaseModel):
         description="Read as agent_version where a result.json has only this key; never written.",
     )
     skills_loaded: list[str] | None = Field(None, description="Skills the agent was given.")
+    reference_solution: bool | None = Field(
+        None,
+        description="The task's own reference solution ran in place of a model (the agent "
+        "declares it): the rollout shows the task is solvable and is never training data.",
+    )
     error: str | None = Field(None, description="One line on what went wrong, if anything.")
     server: ServerInfo | None = Field(
         None, description="The LLM server the run's preflight found, when it knows which."

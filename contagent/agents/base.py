@@ -22,6 +22,9 @@ OUT_DIR = f"{IN_CONTAINER}/out"
 AGENT_DIR = f"{IN_CONTAINER}/agent"
 #: The agent's key: the real one stays with the proxy on the host.
 DUMMY_KEY = "contagent-proxy"
+#: In :attr:`Agent.honours`: the agent runs the task's own reference solution in place of a
+#: model, so its rollouts show a task is solvable and are never training data.
+SOLUTION = "solution"
 
 #: ``none``: the agent talks to no LLM (the oracle), so a run of it alone checks no server.
 Api = Literal["chat", "responses", "messages", "none"]
@@ -73,6 +76,11 @@ class AgentReport:
     events: list[bytes] = field(default_factory=list)
 
 
+def runs_solution(agent: Agent) -> bool:
+    """Whether ``agent`` runs the task's reference solution in place of a model."""
+    return SOLUTION in agent.honours
+
+
 class Agent(Protocol):
     """One agent. Implementations are small, stateless module-level objects."""
 
@@ -100,7 +108,8 @@ class Agent(Protocol):
     @property
     def honours(self) -> frozenset[str]:
         """Settings it honours (``skills``, ``max_iterations``, ``temperature``, ...);
-        the others are announced in one line at the start of a run."""
+        the others are announced in one line at the start of a run. :data:`SOLUTION`:
+        it runs the task's reference solution, not a model."""
         ...
 
     def model_string(self, served_model_name: str) -> str:

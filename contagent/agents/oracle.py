@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contagent.agents._util import jsonl_objects
-from contagent.agents.base import AgentReport, AgentSettings, Api, Launch
+from contagent.agents.base import SOLUTION, AgentReport, AgentSettings, Api, Launch
 from contagent.agents.layer import AgentLayer
 
 #: Where the task's ``solution/`` folder is put (as Harbor puts it).
@@ -25,8 +25,8 @@ class Oracle:
     #: no runner image: the solution runs with what the task image has
     image: str = ""
     dockerfile: str = ""
-    #: ``solution``: the task's solution folder is copied in for it
-    honours: frozenset[str] = frozenset({"solution", "max_iterations"})
+    #: SOLUTION: the task's solution folder is copied in for it, and it is no model
+    honours: frozenset[str] = frozenset({SOLUTION, "max_iterations"})
 
     def model_string(self, served_model_name: str) -> str:
         return served_model_name

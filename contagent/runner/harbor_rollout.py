@@ -24,7 +24,7 @@ import docker.errors
 import requests.exceptions
 
 from contagent.agents import LAYERS, Agent, AgentReport, get_agent
-from contagent.agents.base import AGENT_DIR, OUT_DIR
+from contagent.agents.base import AGENT_DIR, OUT_DIR, runs_solution
 from contagent.agents.oracle import SOLUTION_DIR
 from contagent.errors import ContagentError
 from contagent.rollout_result import (
@@ -131,7 +131,7 @@ def _agent_files(
     entries: list[tuple[str, Path | bytes, int]] = [
         (f"{AGENT_DIR.lstrip('/')}/{p}", data, mode) for p, data, mode in launch.files
     ]
-    if "solution" in agent.honours:
+    if runs_solution(agent):
         if not (task.solution_dir / "solve.sh").is_file():
             raise ContagentError(f"{task.solution_dir / 'solve.sh'}: missing (the oracle runs it)")
         entries.append((SOLUTION_DIR.lstrip("/"), task.solution_dir, 0))
@@ -156,7 +156,7 @@ def _agent_phase(
         "sh",
         *launch.argv,
     ]
-    extra = task.solution_env if "solution" in agent.honours else {}
+    extra = task.solution_env if runs_solution(agent) else {}
     result = sb.exec(
         wrapped,
         deadline=time.monotonic() + timeout_s,
@@ -397,6 +397,7 @@ def run_harbor_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         llm=effective if agent.api != "none" else None,
         wire_params=wire,
         skills_loaded=report.skills_loaded,
+        reference_solution=runs_solution(agent),
         error=error,
     )
     _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))

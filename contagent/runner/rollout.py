@@ -23,7 +23,7 @@ import docker.errors
 import requests.exceptions
 
 from contagent.agents import DEFAULT_AGENT, Agent, AgentReport, AgentSettings, Launch, get_agent
-from contagent.agents.base import AGENT_DIR, IN_CONTAINER, WORKSPACE
+from contagent.agents.base import AGENT_DIR, IN_CONTAINER, WORKSPACE, runs_solution
 from contagent.chat import sum_usage
 from contagent.compact import compact_rollout
 from contagent.errors import ContagentError
@@ -420,6 +420,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         llm=effective,
         wire_params=wire,
         skills_loaded=report.skills_loaded,
+        reference_solution=runs_solution(agent),
         error=error,
     )
     _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))

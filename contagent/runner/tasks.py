@@ -111,13 +111,15 @@ def discover_tasks(
 def agent_problems(tasks: list[Task], agents: tuple[str, ...]) -> list[ExperimentProblem]:
     """Tasks an agent of the run cannot run: the oracle needs the task's solution."""
     from contagent.agents import get_agent
+    from contagent.agents.base import runs_solution
 
-    if not any("solution" in get_agent(a).honours for a in agents):
+    solvers = [a for a in agents if runs_solution(get_agent(a))]
+    if not solvers:
         return []
     return [
         ExperimentProblem(
             name=task.name,
-            message=f"{task.root}: --agent oracle runs a Harbor task's solution/solve.sh; "
+            message=f"{task.root}: --agent {solvers[0]} runs a Harbor task's solution/solve.sh; "
             "this task has none",
         )
         for task in tasks
