@@ -38,6 +38,9 @@ def venv_layer(python: str, module: str) -> AgentLayer:
     return AgentLayer(
         collect=f"mkdir -p {STAGE}/opt && cp -a /opt/venv {STAGE}/opt/venv",
         check=(
+            "{ ls /lib*/ld-linux*.so* /lib/*/ld-linux*.so* >/dev/null 2>&1 || "
+            + refuse("the task image has no glibc, which the agent's runtime needs")
+            + "; } && "
             f"{{ [ -x /usr/bin/{python} ] || "
             + refuse(f"the task image has no /usr/bin/{python}, which the agent's runtime needs")
             + "; } && { [ ! -e /opt/venv ] || "

@@ -32,8 +32,8 @@ class Oracle:
         return served_model_name
 
     def launch(self, settings: AgentSettings) -> Launch:
-        script = f"{SOLUTION_DIR}/solve.sh"
-        return Launch(argv=["sh", "-c", f"chmod +x {script} && exec {script}"])
+        # the runner makes it executable, as root, for the agent phase's user
+        return Launch(argv=[f"{SOLUTION_DIR}/solve.sh"])
 
     def report(self, out_dir: Path) -> AgentReport:
         # solve.sh's output is text, kept in the log one line a record

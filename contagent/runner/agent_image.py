@@ -40,6 +40,11 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
+class TaskRefused(ContagentError):
+    """The task cannot run with this agent: what its image lacks for the agent's runtime,
+    or a limit of task.toml the engine cannot apply. Not a fault of the engine's host."""
+
+
 def _lock(tag: str) -> threading.Lock:
     """One build of a tag at a time in this process (parallel rollouts of one task)."""
     with _locks_guard:
@@ -65,7 +70,7 @@ def _build(client: docker.DockerClient, timeout_s: float, **kwargs: Any) -> list
         if "error" in chunk:
             refusal = next((ln for ln in lines if ln.startswith(REFUSE)), None)
             if refusal is not None:
-                raise ContagentError(refusal[len(REFUSE) :].strip())
+                raise TaskRefused(refusal[len(REFUSE) :].strip())
             raise ContagentError(f"image build failed: {str(chunk['error']).strip()[:300]}")
         if time.monotonic() > deadline:
             raise ContagentError(f"image build ran past its {timeout_s:.0f} s limit")
@@ -127,7 +132,7 @@ def derived_image(
     """The task image with ``agent`` layered on, built once per (task image, agent image)
     on this engine; ``runner`` is None for an agent with nothing to add (the oracle)."""
     if layer is None:
-        raise ContagentError(f"agent {agent} cannot be layered onto a task's own image")
+        raise TaskRefused(f"agent {agent} cannot be layered onto a task's own image")
     base = task_image(client, task, owner)
     if runner is None:
         return base
@@ -157,6 +162,46 @@ def derived_image(
                 network_mode="none",
             )
     return tag
+
+
+def check_storage(
+    client: docker.DockerClient, image: str, storage_mb: int, labels: dict[str, str]
+) -> None:
+    """:class:`TaskRefused` naming ``storage_mb`` when this engine cannot limit a container's
+    storage (the limit needs overlay2 on xfs with ``pquota``): a container asking for it is
+    created and removed, never started."""
+    try:
+        container = client.containers.create(
+            image, command=["true"], storage_opt={"size": f"{storage_mb}M"}, labels=labels
+        )
+    except docker.errors.APIError as exc:
+        text = str(exc.explanation or exc)
+        if "storage" not in text.lower():
+            raise
+        raise TaskRefused(
+            f"storage_mb = {storage_mb}: this Docker engine cannot limit a container's "
+            f"storage ({text.splitlines()[0][:200]})"
+        ) from None
+    container.remove(force=True)
+
+
+def prepare(
+    client: docker.DockerClient,
+    task: HarborTask,
+    agent: str,
+    runner: str | None,
+    layer: AgentLayer | None,
+    owner: str,
+    labels: dict[str, str],
+) -> str:
+    """Everything a rollout of ``task`` with ``agent`` needs from this engine, checked once
+    before any rollout: the derived image (built and cached), and the storage limit (a
+    container created with ``labels``, never started, removed). Raises
+    :class:`TaskRefused` for what no engine of this kind could fix, else ContagentError."""
+    image = derived_image(client, task, agent, runner, layer, owner)
+    if task.storage_mb is not None:
+        check_storage(client, image, task.storage_mb, labels)
+    return image
 
 
 def gc_images(client: docker.DockerClient, owner: str) -> list[str]:

@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from contagent.rollout_result import RolloutResult
+from contagent.runner.experiment import ExperimentProblem
 from contagent.runner.rollout import RolloutPlan
 
 #: Told the name of each rollout as it starts.
@@ -28,6 +29,12 @@ OnStarted = Callable[[str], None]
 
 class RolloutExecutor(Protocol):
     """Runs rollouts somewhere and lands their files in ``--log-dir``."""
+
+    def prepare(self, plans: list[RolloutPlan]) -> list[ExperimentProblem]:
+        """Before any rollout, make what the plans' tasks need where they will run (a Harbor
+        task's images); each (task, agent) that cannot run is one problem naming why.
+        Raises :class:`~contagent.errors.ContagentError` when a machine cannot make them."""
+        ...
 
     def submit(self, plan: RolloutPlan) -> Future[RolloutResult]:
         """Start one rollout; the future's result is written to ``--log-dir`` when it completes."""

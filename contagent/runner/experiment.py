@@ -123,6 +123,10 @@ class Experiment:
     def workspace(self) -> Path:
         return self.root / "workspace"
 
+    @property
+    def skills_wanted(self) -> tuple[str, ...]:
+        return tuple(self.spec.skills)
+
     def entrypoint_path(self, service: ServiceSpec) -> Path | None:
         if service.entrypoint_script is None:
             return None
@@ -221,6 +225,8 @@ class ExperimentProblem:
 
     name: str
     message: str
+    #: the agent it cannot run with (its other agents' rollouts still run); None: every agent
+    agent: str | None = None
 
 
 def experiment_roots(experiments_dir: Path, names: list[str] | None) -> list[Path]:

@@ -12,6 +12,7 @@ one), else ``reward.txt``; ``passed`` is reward == 1.
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
 import tempfile
 import time
@@ -27,6 +28,7 @@ from contagent.agents import LAYERS, Agent, AgentReport, get_agent
 from contagent.agents.base import AGENT_DIR, OUT_DIR, runs_solution
 from contagent.agents.oracle import SOLUTION_DIR
 from contagent.errors import ContagentError
+from contagent.layout import safe_segment
 from contagent.rollout_result import (
     ExitCodes,
     LlmSettings,
@@ -66,6 +68,9 @@ class _Outcome:
     rewards: dict[str, float] | None = None
     reward_error: str | None = None
     setup_error: str | None = None
+    #: the phases' limits as a verdict names them
+    agent_limit: str = ""
+    verifier_limit: str = ""
     #: what the proxy could not write to the raw log (then no verdict may be claimed)
     unrecorded: list[str] = field(default_factory=list)
 
@@ -120,9 +125,36 @@ def _wait_healthy(sb: Sandbox, task: HarborTask, cancelled: Any) -> str | None:
         if not in_grace:
             failures += 1
             if failures >= hc.retries:
-                return f"healthcheck failed {failures} times: {hc.command[:100]}"
+                last = (
+                    f"timed out after {hc.timeout_s:g} s"
+                    if result.code is None
+                    else f"exited {result.code}"
+                )
+                return (
+                    f"the healthcheck failed {failures} times (the last {last}), "
+                    f"never healthy: {hc.command[:100]}"
+                )
         time.sleep(hc.start_interval_s if in_grace else hc.interval_s)
     return "cancelled while waiting for the healthcheck"
+
+
+#: Bounds on the skills read from a task image's ``skills_dir`` (untrusted input).
+SKILLS_LIMIT = 200
+
+
+def image_skills(sb: Sandbox, path: str) -> tuple[str, ...]:
+    """The skills in the sandbox's ``path``: each folder holding a ``SKILL.md``, by name."""
+    listing = sb.output(
+        f"cd {shlex.quote(path)} 2>/dev/null || exit 0; "
+        'for d in */; do [ -f "$d/SKILL.md" ] && printf "%s\\n" "${d%/}"; done'
+    )
+    names = []
+    for name in listing.splitlines():
+        try:
+            names.append(safe_segment(name, "skill name"))
+        except ContagentError:
+            log.warning("skill folder %r in %s skipped: not a plain name", name, path)
+    return tuple(sorted(names)[:SKILLS_LIMIT])
 
 
 def _agent_files(
@@ -136,6 +168,18 @@ def _agent_files(
             raise ContagentError(f"{task.solution_dir / 'solve.sh'}: missing (the oracle runs it)")
         entries.append((SOLUTION_DIR.lstrip("/"), task.solution_dir, 0))
     return entries
+
+
+def _own_agent_files(sb: Sandbox, task: HarborTask, agent: Agent) -> None:
+    """What was copied in for the agent is root's; the agent phase's user (``[agent] user``)
+    must be able to run the solution and write the agent's own files."""
+    steps = []
+    if runs_solution(agent):
+        steps.append(f"chmod -R a+rX {SOLUTION_DIR} && chmod a+x {SOLUTION_DIR}/solve.sh")
+    if task.agent_user is not None:
+        steps.append(f"mkdir -p {AGENT_DIR} && chown -R {shlex.quote(task.agent_user)} {AGENT_DIR}")
+    if steps and sb.sh(" && ".join(steps)) != 0:
+        raise ContagentError(f"cannot give the agent's files to [agent] user {task.agent_user}")
 
 
 def _agent_phase(
@@ -174,9 +218,14 @@ def _verifier_phase(
     sb: Sandbox, task: HarborTask, workdir: str, ctx: RunContext, out: _Outcome, collected: Path
 ) -> None:
     """``tests/`` in, old rewards out, ``test.sh`` run, the reward read."""
+    out.verifier_limit = f"its {task.verifier_timeout_s:g} s limit ([verifier] timeout_sec)"
     sb.put([("tests", task.tests_dir, 0)])
-    sb.sh(f"rm -f {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json; mkdir -p {VERIFIER_DIR}")
-    script = f"chmod +x /tests/test.sh; /tests/test.sh > {VERIFIER_DIR}/test-stdout.txt 2>&1"
+    # as root, so that the verifier's user ([verifier] user) can run the tests, as Harbor does
+    sb.sh(
+        f"chmod -R a+rX /tests && chmod a+x /tests/test.sh; "
+        f"rm -f {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json; mkdir -p {VERIFIER_DIR}"
+    )
+    script = f"/tests/test.sh > {VERIFIER_DIR}/test-stdout.txt 2>&1"
     verify = sb.exec(
         ["sh", "-c", script],
         deadline=time.monotonic() + task.verifier_timeout_s,
@@ -222,9 +271,6 @@ def _phases(
     try:
         workdir = task.workdir or ctx.client.images.get(image).attrs["Config"].get("WorkingDir")
         workdir = workdir or "/"
-        _, launch, effective = _settings(
-            ctx, plan, agent, proxy.rollout_base_url(name), workspace=workdir, out_dir=OUT_DIR
-        )
         container = _create(
             ctx,
             task,
@@ -239,19 +285,25 @@ def _phases(
         sb = Sandbox(ctx.client, container)
         if cfg.allow_internet and outside is not None:
             outside.connect(container)
-        sb.put(_agent_files(task, agent, launch))
         sb.start()
         dirs = f"{OUT_DIR} /logs/agent {VERIFIER_DIR}"
         sb.sh(f"mkdir -p {dirs} && chmod 777 {dirs}")
+        where: dict[str, Any] = {"workspace": workdir, "out_dir": OUT_DIR}
+        if task.skills_path is not None:
+            where.update(skills=image_skills(sb, task.skills_path), skills_dir=task.skills_path)
+        _, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name), **where)
+        sb.put(_agent_files(task, agent, launch))
+        _own_agent_files(sb, task, agent)
         out.setup_error = _wait_healthy(sb, task, ctx.cancel.is_set)
         out.codes["setup"] = 0 if out.setup_error is None else 1
         out.timings["setup_s"] = time.monotonic() - t0
         if out.setup_error is not None:
             return image, effective
 
-        _agent_phase(
-            sb, task, agent, launch, workdir, task.agent_timeout_s or cfg.timeout_s, ctx, out
-        )
+        limit = task.agent_timeout_s or cfg.timeout_s
+        source = "--timeout" if task.agent_timeout_s is None else "[agent] timeout_sec"
+        out.agent_limit = f"its {limit:g} s limit ({source})"
+        _agent_phase(sb, task, agent, launch, workdir, limit, ctx, out)
 
         # Nothing the agent started may see the tests, rewrite the reward or use the route.
         sb.stop_everything()
@@ -281,11 +333,11 @@ def _verdict(
     if out.setup_error is not None:
         return "infra_error", out.setup_error
     if out.verifier_timed_out:
-        return "timeout", "the verifier ran past [verifier] timeout_sec and was stopped"
+        return "timeout", f"the verifier ran past {out.verifier_limit} and was stopped"
     if out.reward_error is not None:
         return "infra_error", out.reward_error
     if out.agent_timed_out:
-        return "timeout", "the agent ran past its timeout and was stopped"
+        return "timeout", f"the agent ran past {out.agent_limit} and was stopped"
     if out.codes.get("agent") not in (0, None):
         return "agent_error", f"the agent exited {out.codes['agent']}"
     return ("passed", None) if out.reward == 1 else ("failed", None)

@@ -156,6 +156,10 @@ class HarborTask:
     healthcheck: Healthcheck | None
     agent_network: NetworkMode
     verifier_network: NetworkMode
+    #: ``[environment] skills_dir``: the folder of skills (``<name>/SKILL.md``) in the task
+    #: image, every one given to an agent that honours skills
+    skills_path: str | None = None
+    #: the seed format's host skill folders; a Harbor task's skills are in its image
     skill_dirs: tuple[Path, ...] = field(default_factory=tuple)
     kind: str = "harbor"
 
@@ -179,6 +183,10 @@ class HarborTask:
     def wants_internet(self) -> bool:
         """The task asks for a route out while the agent works (contagent gives none)."""
         return self.agent_network != "no-network"
+
+    @property
+    def skills_wanted(self) -> tuple[str, ...]:
+        return (f"every skill in the task image's {self.skills_path}",) if self.skills_path else ()
 
 
 def _read_limited(path: Path, limit: int, what: str) -> str:
@@ -258,7 +266,6 @@ def _unsupported(cfg: _TaskToml) -> str | None:
         (ver.environment_mode == "separate", "[verifier] environment_mode = 'separate'"),
         (ver.environment is not None, "[verifier.environment] (a separate verifier container)"),
         (bool(ver.collect), "[[verifier.collect]]"),
-        (env.skills_dir is not None, "[environment] skills_dir"),
     ]
     for bad, what in checks:
         if bad:
@@ -346,8 +353,9 @@ def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> Harb
     env_dir = root / "environment"
     if env.docker_image is None and not (env_dir / "Dockerfile").is_file():
         raise ContagentError(f"{env_dir / 'Dockerfile'}: missing (and no docker_image)")
-    if env.workdir is not None and not env.workdir.startswith("/"):
-        raise ContagentError(f"{file}: [environment] workdir {env.workdir!r} is not absolute")
+    for what, path in (("workdir", env.workdir), ("skills_dir", env.skills_dir)):
+        if path is not None and not path.startswith("/"):
+            raise ContagentError(f"{file}: [environment] {what} {path!r} is not absolute")
     hc = env.healthcheck
     return HarborTask(
         name=name,
@@ -379,4 +387,5 @@ def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> Harb
         ),
         agent_network=agent_net,
         verifier_network=verifier_net,
+        skills_path=env.skills_dir.rstrip("/") or "/" if env.skills_dir else None,
     )

@@ -10,13 +10,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import docker.errors
 import requests.exceptions
 
+from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
+from contagent.runner.experiment import ExperimentProblem
 from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished
-from contagent.runner.tasks import run_task_rollout
+from contagent.runner.task_kind import Task
+from contagent.runner.tasks import prepare_task, run_task_rollout
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,29 @@ class LocalExecutor:
         # One thread compacts finished rollouts' logs, so a slot frees as soon as its
         # rollout ends and the compression never holds up the rollouts still running.
         self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compact")
+
+    def prepare(self, plans: list[RolloutPlan]) -> list[ExperimentProblem]:
+        pairs = {(p.experiment.name, p.agent): p.experiment for p in plans}
+        with ThreadPoolExecutor(self._ctx.config.jobs, thread_name_prefix="prepare") as pool:
+            found = pool.map(lambda kv: self._prepare_one(kv[1], kv[0][1]), sorted(pairs.items()))
+            return [p for p in found if p is not None]
+
+    def _prepare_one(self, task: Task, agent: str) -> ExperimentProblem | None:
+        labels = self._ctx.labels(f"{task.name}-prepare", "prepare")
+        try:
+            prepare_task(self._ctx.client, self._ctx.config, task, agent, labels)
+        except (
+            ContagentError,
+            docker.errors.DockerException,
+            requests.exceptions.RequestException,
+        ) as exc:
+            gone = docker_ops.engine_gone(exc)
+            if gone:
+                raise ContagentError(gone) from None
+            text = str(exc) if isinstance(exc, ContagentError) else f"{type(exc).__name__}: {exc}"
+            line = text.splitlines()[0][:500] if text else type(exc).__name__
+            return ExperimentProblem(task.name, f"{task.root}: {agent}: {line}", agent=agent)
+        return None
 
     def _one(self, plan: RolloutPlan) -> RolloutResult:
         self._on_started(plan.name)

@@ -32,10 +32,13 @@ from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
+from contagent.runner.agent_image import TaskRefused
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
+from contagent.runner.experiment import ExperimentProblem
 from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished
-from contagent.runner.tasks import run_task_rollout
+from contagent.runner.task_kind import Task
+from contagent.runner.tasks import prepare_task, run_task_rollout
 from contagent.runner.transfer import Shipment, land, pack, record_failure, set_aside
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,43 @@ def remove_run(run_id: str, timeout_s: float = 120.0) -> None:
             time.sleep(1.0)
     finally:
         client.close()
+
+
+#: what a node says of one (task, agent) it could not prepare: (task, agent, refused, why);
+#: ``refused``: the task cannot run with the agent anywhere, else this node cannot build
+Unprepared = tuple[str, str, bool, str]
+
+
+def prepare_on_node(
+    config: RunConfig, tasks: list[Task], agents: list[str], inputs: bytes
+) -> list[Unprepared]:
+    """Build (or find) on this node's engine the images of every task with every agent, so
+    that a rollout finds them cached wherever it runs (a tiny task per node)."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"contagent-{config.run_id}-prepare-"))
+    client = docker_ops.connect()
+    found: list[Unprepared] = []
+    try:
+        docker_ops.extract_tar([inputs], scratch)
+        for i, task in enumerate(tasks):
+            here = replace(cast(Any, task), root=scratch / str(i), skill_dirs=())
+            labels = {
+                docker_ops.LABEL_RUN: config.run_id,
+                docker_ops.LABEL_OWNER: config.owner,
+                docker_ops.LABEL_ROLLOUT: f"{task.name}-prepare",
+                docker_ops.LABEL_ROLE: "prepare",
+            }
+            for agent in agents:
+                try:
+                    prepare_task(client, config, here, agent, labels)
+                except TaskRefused as exc:
+                    found.append((task.name, agent, True, str(exc)))
+                except (ContagentError, docker.errors.DockerException, OSError) as exc:
+                    text = str(exc) if isinstance(exc, ContagentError) else repr(exc)
+                    found.append((task.name, agent, False, text.splitlines()[0][:300]))
+    finally:
+        client.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return found
 
 
 def run_on_node(job: NodeJob) -> Shipment:
@@ -190,6 +230,28 @@ def _inputs(config: RunConfig, plan: RolloutPlan) -> bytes:
     return docker_ops.make_tar(entries)
 
 
+def _where(node: dict[str, Any]) -> str:
+    return f"{node.get('NodeManagerAddress')}/{str(node.get('NodeID'))[:12]}"
+
+
+def node_problems(
+    nodes: list[dict[str, Any]], answers: list[list[Unprepared]], tasks: dict[str, Task]
+) -> list[ExperimentProblem]:
+    """The tasks refused for an agent on any node; ContagentError naming the first node
+    that could not build an image (the run then starts no rollout)."""
+    problems: dict[tuple[str, str], ExperimentProblem] = {}
+    for node, found in zip(nodes, answers, strict=True):
+        for name, agent, refused, why in found:
+            if not refused:
+                raise ContagentError(
+                    f"Ray node {_where(node)} cannot build the image of task {name} "
+                    f"for {agent}: {why}"
+                )
+            message = f"{tasks[name].root}: {agent}: {why}"
+            problems.setdefault((name, agent), ExperimentProblem(name, message, agent=agent))
+    return list(problems.values())
+
+
 class RayExecutor:
     """Rollouts as Ray tasks; each is landed in ``--log-dir`` by a driver thread."""
 
@@ -233,7 +295,13 @@ class RayExecutor:
         self._cancel_reason = "interrupted"
         self._pool = ThreadPoolExecutor(max_workers=config.jobs, thread_name_prefix="ray-rollout")
 
-    def _on_each_node(self, fn: Any, nodes: list[dict[str, Any]], *args: Any) -> list[Any]:
+    def _on_each_node(
+        self,
+        fn: Any,
+        nodes: list[dict[str, Any]],
+        *args: Any,
+        timeout: float | None = NODE_CHECK_TIMEOUT_S,
+    ) -> list[Any]:
         """Run ``fn(*args)`` once on every node in ``nodes``; the results in that order."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -244,7 +312,7 @@ class RayExecutor:
             ).remote(*args)
             for n in nodes
         ]
-        return list(self._ray.get(refs, timeout=NODE_CHECK_TIMEOUT_S))
+        return list(self._ray.get(refs, timeout=timeout))
 
     def _check_nodes(self) -> None:
         cpus = self._config.rollout_cpus
@@ -266,8 +334,25 @@ class RayExecutor:
             ) from None
         for node, problem in zip(nodes, problems, strict=True):
             if problem:
-                where = f"{node.get('NodeManagerAddress')}/{node['NodeID'][:12]}"
-                raise ContagentError(f"Ray node {where}: {problem}")
+                raise ContagentError(f"Ray node {_where(node)}: {problem}")
+        self._nodes = nodes
+
+    def prepare(self, plans: list[RolloutPlan]) -> list[ExperimentProblem]:
+        """Every node that may run a rollout builds (or finds) the images of every task and
+        agent before any rollout starts: a task the agent cannot run on is a problem, and
+        a node that cannot build an image refuses the run, named in one line."""
+        tasks = list({p.experiment.name: p.experiment for p in plans}.values())
+        agents = sorted({p.agent for p in plans})
+        inputs = docker_ops.make_tar([(str(i), t.root, 0) for i, t in enumerate(tasks)])
+        try:
+            answers = self._on_each_node(
+                prepare_on_node, self._nodes, self._config, tasks, agents, inputs, timeout=None
+            )
+        except self._ray.exceptions.RayError as exc:
+            raise ContagentError(
+                f"building the task images on the Ray nodes failed: {_task_failure(exc)}"
+            ) from None
+        return node_problems(self._nodes, answers, {t.name: t for t in tasks})
 
     def _one(self, plan: RolloutPlan) -> RolloutResult:
         started = time.time()

@@ -103,10 +103,16 @@ class RunContext:
 
 
 def _settings(
-    ctx: RunContext, plan: RolloutPlan, agent: Agent, base_url: str, **where: str
+    ctx: RunContext,
+    plan: RolloutPlan,
+    agent: Agent,
+    base_url: str,
+    skills: tuple[str, ...] | None = None,
+    **where: str,
 ) -> tuple[dict[str, Any], Launch, LlmSettings]:
-    """The agent's settings and launch; ``where``: AgentSettings paths other than the
-    runner image's (a task image's workspace and skills folder)."""
+    """The agent's settings and launch; ``skills``: the skills the agent is given (else the
+    experiment's); ``where``: AgentSettings paths other than the runner image's (a task
+    image's workspace and skills folder)."""
     llm = ctx.config.llm
     effective = LlmSettings(
         model=agent.model_string(llm.served_model_name),
@@ -132,7 +138,9 @@ def _settings(
         top_p=llm.top_p,
         max_output_tokens=llm.max_output_tokens,
         extra_body=dict(llm.extra_body),
-        skills=tuple(plan.experiment.spec.skills) if "skills" in agent.honours else (),
+        skills=(tuple(plan.experiment.spec.skills) if skills is None else skills)
+        if "skills" in agent.honours
+        else (),
         **where,
     )
     launch = agent.launch(given)

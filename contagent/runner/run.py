@@ -185,19 +185,24 @@ def run_experiments(
     paths.root.mkdir(parents=True, exist_ok=True)
     todo, done = _prepare(paths, plans, config.resume)
     summary.resumed = done
-    emit(RunEvent("planned", total=len(plans)))
+    executor: RolloutExecutor | None = None
+    if todo:
+        if config.ray_address is None:
+            _sweep(config, emit)
+        executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
+        todo = _ready(executor, todo, summary, emit)
+    emit(RunEvent("planned", total=len(todo) + len(done)))
     for result in done:
         emit(RunEvent("skipped", name=result.rollout_id, result=result))
-    if not todo:
+    if executor is None or not todo:
+        if executor is not None:
+            executor.close()
         summary.wall_s = time.monotonic() - t0
         return summary
 
-    if config.ray_address is None:
-        _sweep(config, emit)
     server = LlmServer(
         config.upstream_url, config.llm.served_model_name, config.api_key, config.upstream_ca
     )
-    executor = open_executor(config, paths, lambda name: emit(RunEvent("started", name=name)))
 
     def wait_for_server(seconds: float) -> float:
         return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
@@ -245,7 +250,7 @@ def _plan(
         "extra_body": llm.extra_body,
     }
     for plan in plans:
-        notice = unhonoured(get_agent(plan.agent), tuple(plan.experiment.spec.skills), requested)
+        notice = unhonoured(get_agent(plan.agent), plan.experiment.skills_wanted, requested)
         if notice is not None and plan.repeat_index == 0:
             emit(RunEvent("notice", name=plan.name, message=notice))
     return summary, plans
@@ -327,6 +332,30 @@ def _run_queue(
                 break
     finally:
         executor.close()
+
+
+def _ready(
+    executor: RolloutExecutor,
+    todo: list[RolloutPlan],
+    summary: RunSummary,
+    emit: Callable[[RunEvent], None],
+) -> list[RolloutPlan]:
+    """The plans whose tasks the executor made ready; each (task, agent) it refused is a
+    problem, reported, and its rollouts are not run."""
+    try:
+        refused = executor.prepare(todo)
+    except BaseException:
+        executor.close()
+        raise
+    for problem in refused:
+        summary.problems.append(problem)
+        emit(RunEvent("problem", name=problem.name, message=problem.message))
+    out = {(p.name, p.agent) for p in refused}
+    return [
+        plan
+        for plan in todo
+        if (plan.experiment.name, plan.agent) not in out and (plan.experiment.name, None) not in out
+    ]
 
 
 def _stopping(summary: RunSummary, running: int) -> str:

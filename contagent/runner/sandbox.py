@@ -70,6 +70,11 @@ class Sandbox:
             user=user,
         ).code
 
+    def output(self, script: str, limit: int = 64 * 1024) -> str:
+        """What a short shell step as root prints (at most ``limit`` bytes of it)."""
+        _, out = self.container.exec_run(["sh", "-c", f"{{ {script}; }} | head -c {limit}"])
+        return bytes(out or b"")[:limit].decode("utf-8", errors="replace")
+
     def put(self, entries: list[tuple[str, Path | bytes, int]]) -> None:
         self.container.put_archive("/", docker_ops.make_tar(entries))
 

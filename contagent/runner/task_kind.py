@@ -44,6 +44,12 @@ class Task(Protocol):
         ...
 
     @property
+    def skills_wanted(self) -> tuple[str, ...]:
+        """The skills it gives the agent, as a notice names them (an agent that does not
+        honour skills runs without them, and the run says so in one line)."""
+        ...
+
+    @property
     def spec(self) -> ExperimentSpec:
         """The task text, skills and runner options as the seed format states them."""
         ...

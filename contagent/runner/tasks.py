@@ -16,8 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import docker
+
+from contagent.agents import LAYERS
 from contagent.errors import ContagentError
 from contagent.rollout_result import RolloutResult
+from contagent.runner import agent_image
+from contagent.runner.config import RunConfig
 from contagent.runner.experiment import (
     EXPERIMENT_FILE,
     ExperimentProblem,
@@ -25,7 +30,7 @@ from contagent.runner.experiment import (
     load_experiment,
 )
 from contagent.runner.harbor_rollout import run_harbor_rollout
-from contagent.runner.harbor_task import TASK_FILE, load_harbor_task
+from contagent.runner.harbor_task import TASK_FILE, HarborTask, load_harbor_task
 from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
 from contagent.runner.task_kind import Task
 
@@ -41,6 +46,20 @@ class TaskKind(Protocol):
     def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
         """The checked task, or :class:`ContagentError` with a one-line reason;
         ``task_env``: the host variables its values may read (``--task-env``)."""
+        ...
+
+    def prepare(
+        self,
+        client: docker.DockerClient,
+        config: RunConfig,
+        task: Task,
+        agent: str,
+        labels: dict[str, str],
+    ) -> None:
+        """Make and check, on this engine and before any rollout, what rollouts of ``task``
+        with ``agent`` need (images to build, limits to apply); containers it creates carry
+        ``labels``. Raises :class:`~contagent.runner.agent_image.TaskRefused` for what no
+        engine could fix, ContagentError (or Docker's errors) for this engine's trouble."""
         ...
 
     def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
@@ -59,6 +78,16 @@ class SeedKind:
     def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
         return load_experiment(root, skills_dir)
 
+    def prepare(
+        self,
+        client: docker.DockerClient,
+        config: RunConfig,
+        task: Task,
+        agent: str,
+        labels: dict[str, str],
+    ) -> None:
+        """Nothing: the runner image, checked when the executor opens, is all it needs."""
+
     def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         return run_rollout(ctx, plan)
 
@@ -73,6 +102,20 @@ class HarborKind:
     def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
         return load_harbor_task(root, task_env)
 
+    def prepare(
+        self,
+        client: docker.DockerClient,
+        config: RunConfig,
+        task: Task,
+        agent: str,
+        labels: dict[str, str],
+    ) -> None:
+        """The task image and the agent layered onto it, built once and cached on this
+        engine; the storage limit checked."""
+        assert isinstance(task, HarborTask)
+        runner = config.image_for(agent) or None  # an agent with nothing to layer has none
+        agent_image.prepare(client, task, agent, runner, LAYERS.get(agent), config.owner, labels)
+
     def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         return run_harbor_rollout(ctx, plan)
 
@@ -83,6 +126,18 @@ KINDS: dict[str, TaskKind] = {k.name: k for k in (SEED, HarborKind())}
 
 def kind_of(root: Path) -> TaskKind:
     return next((k for k in KINDS.values() if k.recognises(root)), SEED)
+
+
+def prepare_task(
+    client: docker.DockerClient,
+    config: RunConfig,
+    task: Task,
+    agent: str,
+    labels: dict[str, str],
+) -> None:
+    """What rollouts of ``task`` with ``agent`` need from this engine, the way its kind
+    makes it (see :meth:`TaskKind.prepare`)."""
+    KINDS[task.kind].prepare(client, config, task, agent, labels)
 
 
 def run_task_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:

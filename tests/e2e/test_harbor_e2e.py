@@ -63,6 +63,8 @@ def test_codex_runs_a_harbor_task_without_seeing_its_tests(
     assert result.status == "passed", result.error
     assert result.reward == 1.0 and result.rewards == {"reward": 1.0}
     assert result.image is not None and result.image.startswith(f"{DERIVED_REPO}:codex-")
+    # the skills of the task image's skills_dir (a folder without SKILL.md is none)
+    assert result.skills_loaded == ["greeting"]
     seen = [o for r in stub.requests if r.path.endswith("/responses") for o in codex_outputs(r)]
     assert len(seen) >= 2
     assert "No such file" in seen[0] and SECRET not in "".join(seen), seen[0]
@@ -119,6 +121,7 @@ def test_oracle_solves_without_an_llm_and_is_never_training_ready(
     assert graded.rewards == {"reward": 0.5, "format": 1.0, "answer_len": 2.0}
     assert stub.requests == []
     assert hello.llm is None and graded.agent == "oracle"
+    assert hello.reference_solution is True and hello.skills_loaded is None
 
     paths = RunPaths(tmp_path / "logs")
     out = tmp_path / "export"
@@ -168,17 +171,24 @@ def test_a_base_the_agent_cannot_run_on_and_an_unenforceable_limit_are_one_line_
     (storage / "environment" / "Dockerfile").unlink()
     stub = stub_factory(harbor_codex)
     summary = run(stub, tasks, agents=("mini-swe-agent",))
-    by_name = {r.rollout_id: r for r in summary.results}
-    refused = by_name["own-venv"]
-    assert refused.status == "infra_error"
-    assert refused.error == ("the task image has its own /opt/venv, where the agent's runtime goes")
-    limited = by_name["storage"]
-    if limited.status == "infra_error":  # this engine (overlay2 on extfs) has no such limit
-        assert str(limited.error).startswith("storage_mb = 100: this Docker engine cannot limit")
+    # refused when planned, once per task and agent: no rollout of it ever starts
+    problems = {p.name: p.message for p in summary.problems}
+    assert problems["own-venv"] == (
+        f"{tasks / 'own-venv'}: mini-swe-agent: the task image has its own /opt/venv, "
+        "where the agent's runtime goes"
+    )
+    assert "own-venv" not in {r.rollout_id for r in summary.results}
+    if "storage" in problems:  # this engine (overlay2 on extfs) has no such limit
+        assert problems["storage"].startswith(
+            f"{tasks / 'storage'}: mini-swe-agent: storage_mb = 100: this Docker engine "
+            "cannot limit a container's storage ("
+        )
+        assert summary.results == []
+        assert [r for r in stub.requests if r.method == "POST"] == []  # no agent asked
     else:
+        (limited,) = summary.results
         assert limited.exit_codes is not None and limited.exit_codes.evaluate == 0
-    if limited.status == "infra_error":  # neither sandbox started: no agent asked the model
-        assert [r for r in stub.requests if r.method == "POST"] == []
+    assert summary.exit_code == 1
     gc_images(docker_client, owner)
 
 

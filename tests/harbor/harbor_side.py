@@ -33,6 +33,7 @@ def read(root: Path) -> dict[str, object]:
         "storage_mb": env.storage_mb,
         "docker_image": env.docker_image,
         "workdir": env.workdir,
+        "skills_dir": env.skills_dir,
         "env": resolve_env_vars(env.env),
         "verifier_env": resolve_env_vars(cfg.verifier.env),
         "solution_env": resolve_env_vars(cfg.solution.env),

@@ -69,6 +69,7 @@ def test_both_sides_read_the_same_values_of_every_fixture() -> None:
             "storage_mb": ours.storage_mb,
             "docker_image": ours.docker_image,
             "workdir": ours.workdir,
+            "skills_dir": ours.skills_path,
             "env": ours.env,
             "verifier_env": ours.verifier_env,
             "solution_env": ours.solution_env,

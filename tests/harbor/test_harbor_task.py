@@ -34,6 +34,21 @@ def test_the_dockerfile_fixture_maps_every_field() -> None:
     assert task.healthcheck.retries == 5 and task.healthcheck.interval_s == 0.5
     assert (task.agent_network, task.verifier_network) == ("public", "public")
     assert task.has_solution and task.wants_internet
+    assert task.skills_path == "/opt/task-skills"
+
+
+def test_the_skills_in_the_task_image_go_to_agents_that_honour_skills() -> None:
+    from contagent.agents import AGENTS, unhonoured
+
+    task = load_harbor_task(TASKS / "hello-dockerfile")
+    assert task.skills_wanted == ("every skill in the task image's /opt/task-skills",)
+    assert unhonoured(AGENTS["codex"], task.skills_wanted, {}) is None
+    # as for a seed experiment's skills: the run says in one line it runs without them
+    assert unhonoured(AGENTS["mini-swe-agent"], task.skills_wanted, {}) == (
+        "mini-swe-agent cannot honour skills (every skill in the task image's "
+        "/opt/task-skills): it runs without them"
+    )
+    assert load_harbor_task(TASKS / "reward-json").skills_wanted == ()
 
 
 def test_the_docker_image_fixture_maps_every_field() -> None:
@@ -57,7 +72,7 @@ def test_the_docker_image_fixture_maps_every_field() -> None:
         ('[environment]\ntpu = { type = "v6e", topology = "2x2" }\n', "tpu"),
         ('[verifier]\nenvironment_mode = "separate"\n', "environment_mode"),
         ('[[verifier.collect]]\ncommand = "true"\n', "verifier.collect"),
-        ('[environment]\nskills_dir = "/skills"\n', "skills_dir"),
+        ('[environment]\nskills_dir = "skills"\n', "skills_dir 'skills' is not absolute"),
         ('artifacts = ["/app/out"]\n', "artifacts"),
         ('[verifier]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', "allowlist"),
     ],
