@@ -248,3 +248,26 @@ def test_a_harbor_task_runs_on_a_node_that_builds_its_image_there(
     assert result.status == "passed" and result.reward == 1.0, result.error
     assert result.node is not None and "/" in result.node  # a Ray node ran it
     assert result.image is not None and result.image.startswith("contagent-task:")
+
+
+def test_a_node_that_cannot_build_a_task_image_refuses_the_run_naming_it(
+    tmp_path: Path, cluster: LocalRayCluster, stub_factory: StubFactory,
+    run: Callable[..., RunSummary], scratch_cleanup: None,
+) -> None:  # fmt: skip
+    """Every node builds the images before any rollout; one that cannot stops the run in
+    one line naming the node, and no rollout starts."""
+    from contagent.errors import ContagentError
+    from tests.harbor.helpers import write_task
+
+    tasks = tmp_path / "tasks"
+    broken = write_task(tasks / "broken", "[environment]\nbuild_timeout_sec = 60\n")
+    (broken / "solution").mkdir()
+    (broken / "solution" / "solve.sh").write_text("#!/bin/sh\n")
+    (broken / "environment" / "Dockerfile").write_text("FROM contagent-base:trixie\nRUN exit 3\n")
+    with pytest.raises(ContagentError) as info:
+        run(stub_factory(_slow_player(0.0)), tasks, agents=("oracle",),
+            ray_address=cluster.address)  # fmt: skip
+    (line,) = str(info.value).splitlines()
+    assert line.startswith("Ray node ") and " cannot build the image of task broken " in line
+    assert "for oracle: image build failed:" in line
+    assert not RunPaths(tmp_path / "logs").rollouts_dir.exists()
