@@ -4,7 +4,7 @@ A kind recognises its folders by a marker file, loads one into a
 :class:`~contagent.runner.task_kind.Task` (or raises ContagentError with a
 one-line reason), and runs one rollout of it. Each kind is one module behind
 :class:`TaskKind`:
-seed experiments (``experiment.json``; ``experiment.py`` and ``rollout.py``)
+seed experiments (``experiment.json``; ``experiment.py`` and ``seed_rollout.py``)
 and Harbor tasks (``task.toml``; ``harbor_task.py`` and ``harbor_rollout.py``).
 A folder is of the first kind that recognises it; one no kind recognises is
 loaded as a seed experiment, whose error names the missing ``experiment.json``.
@@ -31,7 +31,8 @@ from contagent.runner.experiment import (
 )
 from contagent.runner.harbor_rollout import run_harbor_rollout
 from contagent.runner.harbor_task import TASK_FILE, HarborTask, load_harbor_task
-from contagent.runner.rollout import RolloutPlan, RunContext, run_rollout
+from contagent.runner.rollout import RolloutPlan, RunContext
+from contagent.runner.seed_rollout import run_rollout
 from contagent.runner.task_kind import Task
 
 

@@ -14,8 +14,9 @@ from contagent.records import outcome_record, request_record
 from contagent.rollout_result import RolloutResult
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
 from contagent.runner.experiment import load_experiment
-from contagent.runner.rollout import RolloutPlan, _verdict, token_totals
+from contagent.runner.rollout import RolloutPlan, token_totals
 from contagent.runner.run import _prepare
+from contagent.runner.seed_rollout import _verdict
 from tests.helpers import cli
 from tests.runner.helpers import write_experiment
 
