@@ -164,6 +164,16 @@ def test_a_base_the_agent_cannot_run_on_and_an_unenforceable_limit_are_one_line_
     (own_venv / "environment" / "Dockerfile").write_text(
         "FROM contagent-base:trixie\nCOPY venv /opt/venv\n"
     )
+    # a base with a static shell and no C library (Alpine's case: no glibc)
+    static = write_task(tasks / "no-glibc", "[environment]\nbuild_timeout_sec = 120\n")
+    busybox = Path("/bin/busybox")
+    assert busybox.is_file(), (
+        "the no-glibc task needs a static busybox: apt-get install busybox-static"
+    )
+    shutil.copy(busybox, static / "environment" / "busybox")
+    (static / "environment" / "Dockerfile").write_text(
+        'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+    )
     storage = write_task(
         tasks / "storage",
         '[environment]\ndocker_image = "contagent-base:trixie"\nstorage_mb = 100\n',
@@ -177,7 +187,11 @@ def test_a_base_the_agent_cannot_run_on_and_an_unenforceable_limit_are_one_line_
         f"{tasks / 'own-venv'}: mini-swe-agent: the task image has its own /opt/venv, "
         "where the agent's runtime goes"
     )
-    assert "own-venv" not in {r.rollout_id for r in summary.results}
+    assert problems["no-glibc"] == (
+        f"{tasks / 'no-glibc'}: mini-swe-agent: the task image has no glibc, which the "
+        "agent's runtime needs"
+    )
+    assert not {"own-venv", "no-glibc"} & {r.rollout_id for r in summary.results}
     if "storage" in problems:  # this engine (overlay2 on extfs) has no such limit
         assert problems["storage"].startswith(
             f"{tasks / 'storage'}: mini-swe-agent: storage_mb = 100: this Docker engine "

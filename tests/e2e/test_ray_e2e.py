@@ -55,6 +55,15 @@ def scratch_cleanup(run_id: str) -> Iterator[None]:
         shutil.rmtree(left, ignore_errors=True)
 
 
+@pytest.fixture
+def harbor_images(docker_client: Any, owner: str) -> Iterator[None]:
+    """The task images the nodes built for this test's owner are removed afterwards."""
+    yield
+    from contagent.runner.agent_image import gc_images
+
+    gc_images(docker_client, owner)
+
+
 def _results(log_dir: Path) -> list[RolloutResult]:
     paths = RunPaths(log_dir)
     return [
@@ -236,7 +245,7 @@ def test_a_node_lost_mid_run_is_retried_elsewhere_and_every_rollout_is_whole(
 
 def test_a_harbor_task_runs_on_a_node_that_builds_its_image_there(
     tmp_path: Path, cluster: LocalRayCluster, stub_factory: StubFactory,
-    run: Callable[..., RunSummary], scratch_cleanup: None,
+    run: Callable[..., RunSummary], scratch_cleanup: None, harbor_images: None,
 ) -> None:  # fmt: skip
     """The task folder (tests/ and solution/ included) travels to the node, which builds
     the task image from environment/ and runs the phases; the oracle needs no LLM."""
@@ -252,7 +261,7 @@ def test_a_harbor_task_runs_on_a_node_that_builds_its_image_there(
 
 def test_a_node_that_cannot_build_a_task_image_refuses_the_run_naming_it(
     tmp_path: Path, cluster: LocalRayCluster, stub_factory: StubFactory,
-    run: Callable[..., RunSummary], scratch_cleanup: None,
+    run: Callable[..., RunSummary], scratch_cleanup: None, harbor_images: None,
 ) -> None:  # fmt: skip
     """Every node builds the images before any rollout; one that cannot stops the run in
     one line naming the node, and no rollout starts."""
