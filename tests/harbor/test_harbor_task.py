@@ -234,3 +234,21 @@ def test_the_oracle_has_no_image_to_build() -> None:
         "contagent: error: oracle has no runner image to build: it runs with what the task "
         "image has"
     )
+
+
+def test_the_skills_read_from_a_task_image_are_plain_names_sorted_and_bounded() -> None:
+    from contagent.runner.harbor_phases import SKILLS_LIMIT, image_skills
+
+    class Listing:
+        def __init__(self, text: str) -> None:
+            self.text, self.scripts = text, []
+
+        def output(self, script: str) -> str:
+            self.scripts.append(script)
+            return self.text
+
+    sb = Listing("pdf\n..\nbad name/x\ndocx\n")
+    assert image_skills(sb, "/root/my skills") == ("docx", "pdf")  # type: ignore[arg-type]
+    assert "cd '/root/my skills'" in sb.scripts[0] and "SKILL.md" in sb.scripts[0]
+    many = Listing("".join(f"s{i:04d}\n" for i in range(SKILLS_LIMIT + 5)))
+    assert len(image_skills(many, "/s")) == SKILLS_LIMIT  # type: ignore[arg-type]
