@@ -32,13 +32,12 @@ from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
-from contagent.runner.agent_image import TaskRefused
 from contagent.runner.config import RunConfig
 from contagent.runner.executor import OnStarted
 from contagent.runner.experiment import ExperimentProblem
+from contagent.runner.ray_prepare import node_problems, prepare_on_node, where
 from contagent.runner.rollout import RolloutPlan, RunContext, compact_finished
-from contagent.runner.task_kind import Task
-from contagent.runner.tasks import prepare_task, run_task_rollout
+from contagent.runner.tasks import run_task_rollout
 from contagent.runner.transfer import Shipment, land, pack, record_failure, set_aside
 
 log = logging.getLogger(__name__)
@@ -108,43 +107,6 @@ def remove_run(run_id: str, timeout_s: float = 120.0) -> None:
             time.sleep(1.0)
     finally:
         client.close()
-
-
-#: what a node says of one (task, agent) it could not prepare: (task, agent, refused, why);
-#: ``refused``: the task cannot run with the agent anywhere, else this node cannot build
-Unprepared = tuple[str, str, bool, str]
-
-
-def prepare_on_node(
-    config: RunConfig, tasks: list[Task], agents: list[str], inputs: bytes
-) -> list[Unprepared]:
-    """Build (or find) on this node's engine the images of every task with every agent, so
-    that a rollout finds them cached wherever it runs (a tiny task per node)."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"contagent-{config.run_id}-prepare-"))
-    client = docker_ops.connect()
-    found: list[Unprepared] = []
-    try:
-        docker_ops.extract_tar([inputs], scratch)
-        for i, task in enumerate(tasks):
-            here = replace(cast(Any, task), root=scratch / str(i), skill_dirs=())
-            labels = {
-                docker_ops.LABEL_RUN: config.run_id,
-                docker_ops.LABEL_OWNER: config.owner,
-                docker_ops.LABEL_ROLLOUT: f"{task.name}-prepare",
-                docker_ops.LABEL_ROLE: "prepare",
-            }
-            for agent in agents:
-                try:
-                    prepare_task(client, config, here, agent, labels)
-                except TaskRefused as exc:
-                    found.append((task.name, agent, True, str(exc)))
-                except (ContagentError, docker.errors.DockerException, OSError) as exc:
-                    text = str(exc) if isinstance(exc, ContagentError) else repr(exc)
-                    found.append((task.name, agent, False, text.splitlines()[0][:300]))
-    finally:
-        client.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-    return found
 
 
 def run_on_node(job: NodeJob) -> Shipment:
@@ -230,28 +192,6 @@ def _inputs(config: RunConfig, plan: RolloutPlan) -> bytes:
     return docker_ops.make_tar(entries)
 
 
-def _where(node: dict[str, Any]) -> str:
-    return f"{node.get('NodeManagerAddress')}/{str(node.get('NodeID'))[:12]}"
-
-
-def node_problems(
-    nodes: list[dict[str, Any]], answers: list[list[Unprepared]], tasks: dict[str, Task]
-) -> list[ExperimentProblem]:
-    """The tasks refused for an agent on any node; ContagentError naming the first node
-    that could not build an image (the run then starts no rollout)."""
-    problems: dict[tuple[str, str], ExperimentProblem] = {}
-    for node, found in zip(nodes, answers, strict=True):
-        for name, agent, refused, why in found:
-            if not refused:
-                raise ContagentError(
-                    f"Ray node {_where(node)} cannot build the image of task {name} "
-                    f"for {agent}: {why}"
-                )
-            message = f"{tasks[name].root}: {agent}: {why}"
-            problems.setdefault((name, agent), ExperimentProblem(name, message, agent=agent))
-    return list(problems.values())
-
-
 class RayExecutor:
     """Rollouts as Ray tasks; each is landed in ``--log-dir`` by a driver thread."""
 
@@ -334,7 +274,7 @@ class RayExecutor:
             ) from None
         for node, problem in zip(nodes, problems, strict=True):
             if problem:
-                raise ContagentError(f"Ray node {_where(node)}: {problem}")
+                raise ContagentError(f"Ray node {where(node)}: {problem}")
         self._nodes = nodes
 
     def prepare(self, plans: list[RolloutPlan]) -> list[ExperimentProblem]:

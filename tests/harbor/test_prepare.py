@@ -14,7 +14,7 @@ from contagent.rollout_result import RolloutResult
 from contagent.runner import run as run_module
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.experiment import ExperimentProblem
-from contagent.runner.ray_executor import node_problems
+from contagent.runner.ray_prepare import node_problems
 from contagent.runner.rollout import RolloutPlan
 from contagent.runner.run import run_experiments
 from tests.harbor.helpers import write_task
