@@ -174,6 +174,8 @@ def test_a_base_the_agent_cannot_run_on_and_an_unenforceable_limit_are_one_line_
     (static / "environment" / "Dockerfile").write_text(
         'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
     )
+    broken = write_task(tasks / "broken", "[environment]\nbuild_timeout_sec = 60\n")
+    (broken / "environment" / "Dockerfile").write_text("FROM contagent-base:trixie\nRUN exit 3\n")
     storage = write_task(
         tasks / "storage",
         '[environment]\ndocker_image = "contagent-base:trixie"\nstorage_mb = 100\n',
@@ -191,7 +193,10 @@ def test_a_base_the_agent_cannot_run_on_and_an_unenforceable_limit_are_one_line_
         f"{tasks / 'no-glibc'}: mini-swe-agent: the task image has no glibc, which the "
         "agent's runtime needs"
     )
-    assert not {"own-venv", "no-glibc"} & {r.rollout_id for r in summary.results}
+    # locally a task image that does not build refuses that task alone
+    assert problems["broken"].startswith(f"{tasks / 'broken'}: mini-swe-agent: image build failed:")
+    assert "\n" not in problems["broken"]
+    assert not {"own-venv", "no-glibc", "broken"} & {r.rollout_id for r in summary.results}
     if "storage" in problems:  # this engine (overlay2 on extfs) has no such limit
         assert problems["storage"].startswith(
             f"{tasks / 'storage'}: mini-swe-agent: storage_mb = 100: this Docker engine "
