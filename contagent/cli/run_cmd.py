@@ -16,7 +16,7 @@ from contagent.errors import ContagentError
 if TYPE_CHECKING:
     from contagent.cli.run_view import Progress
     from contagent.runner.config import RunConfig
-    from contagent.runner.run import RunSummary
+    from contagent.runner.summary import RunSummary
 
 
 def _note_not_needed(values: tuple[str | None, ...]) -> None:

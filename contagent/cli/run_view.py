@@ -12,7 +12,7 @@ from rich.text import Text
 from contagent.cli._common import console
 from contagent.cli.run_log import RunLog
 from contagent.runner.progress import RunProgress
-from contagent.runner.run import RunEvent, RunSummary
+from contagent.runner.summary import RunEvent, RunSummary
 
 _STYLES = {
     "ready": "green",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from contagent.runner.run import RunEvent
+from contagent.runner.summary import RunEvent
 
 
 class RunProgress:

@@ -16,7 +16,8 @@ import pytest
 
 from contagent.runner import docker_ops
 from contagent.runner.config import LlmOptions, RunConfig
-from contagent.runner.run import RunSummary, run_experiments
+from contagent.runner.run import run_experiments
+from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import (
     RunningStub,
     Script,

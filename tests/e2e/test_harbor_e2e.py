@@ -19,7 +19,7 @@ import pytest
 from contagent.agents import AGENTS
 from contagent.layout import RunPaths
 from contagent.runner.agent_image import DERIVED_REPO, gc_images
-from contagent.runner.run import RunSummary
+from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest, ToolCall
 from contagent.testing.players import codex_outputs
 from tests.harbor.helpers import write_task

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from contagent.runner.run import RunSummary
+from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest
 from tests.harbor.helpers import write_task
 

@@ -27,7 +27,7 @@ from contagent.layout import RunPaths
 from contagent.rawlog import read_log_bytes
 from contagent.rollout_result import RolloutResult
 from contagent.runner import docker_ops
-from contagent.runner.run import RunSummary
+from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest
 from tests.e2e.helpers import RUNNER_IMAGE, chat_requests, secret_player
 from tests.helpers import REPO, cli, read_rows

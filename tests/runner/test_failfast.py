@@ -194,7 +194,7 @@ def hold_back_setup(
 ) -> tuple[FailFast, Executor, list[Any], Any, list[Any]]:
     from contagent.runner.experiment import load_experiment
     from contagent.runner.rollout import RolloutPlan
-    from contagent.runner.run import RunSummary
+    from contagent.runner.summary import RunSummary
     from tests.runner.helpers import write_experiment
 
     exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)

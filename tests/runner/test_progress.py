@@ -13,7 +13,7 @@ from rich.live import Live
 from contagent.cli import run_view
 from contagent.rollout_result import RolloutResult, TokenTotals
 from contagent.runner.progress import RunProgress
-from contagent.runner.run import RunEvent, RunSummary
+from contagent.runner.summary import RunEvent, RunSummary
 
 
 @pytest.mark.parametrize(

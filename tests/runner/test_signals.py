@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from contagent.runner import leftovers, signals
-from contagent.runner.run import RunSummary
+from contagent.runner.summary import RunSummary
 
 
 def test_first_signal_raises_stopped_with_its_exit_code() -> None:
