@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from contagent import messages_api, responses
 from contagent.chat import cached_tokens, usage_counts
 from contagent.errors import ContagentError
 from contagent.records import OUTCOMES, SCHEMA_VERSION
+from contagent.resent import ResentHistory
 from contagent.rollout_result import RESULT_SCHEMA_VERSION
 from contagent.versions import check_version
 
@@ -99,24 +101,62 @@ def _torn(line: memoryview) -> bool:
     return data.startswith(b"{") and not data.endswith(b"}")
 
 
-def _lines(data: bytes | bytearray) -> Iterator[memoryview]:
-    """Each newline-terminated line as a view: no copy of a multi-megabyte log."""
-    view = memoryview(data)
+def _lines(data: bytes | bytearray) -> Iterator[tuple[int, int]]:
+    """The start and end offsets of each newline-terminated line: no copy of a large log."""
     start = 0
     while (end := data.find(b"\n", start)) != -1:
-        yield view[start:end]
+        yield start, end
         start = end + 1
 
 
 def parse_exchanges(path: Path, data: bytes | bytearray) -> RawRollout:
     """Parse the bytes of an exchanges.jsonl file (pure, apart from naming ``path`` in errors)."""
-    raw = RawRollout(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-    lines = _lines(data if data.endswith(b"\n") or not data else data + b"\n")
-    for lineno, line in enumerate(lines, start=1):
+    digest = _Sha256(data)
+    try:
+        raw = _parse(path, data)
+    finally:
+        raw_sha = digest.hexdigest()
+    raw.sha256 = raw_sha
+    return raw
+
+
+class _Sha256:
+    """The SHA-256 of a log, computed on another thread while the main one parses it:
+    hashlib releases the GIL while it hashes, so a second core hides its cost."""
+
+    _THREAD_FROM = 1 << 20
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._data: bytes | bytearray | None = data
+        self._digest: str | None = None
+        self._thread: threading.Thread | None = None
+        if len(data) >= self._THREAD_FROM:
+            self._thread = threading.Thread(target=self._run, name="contagent-sha256", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        assert self._data is not None
+        self._digest = hashlib.sha256(self._data).hexdigest()
+
+    def hexdigest(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        if self._digest is None:  # a small log, or a thread that could not finish
+            assert self._data is not None
+            self._digest = hashlib.sha256(self._data).hexdigest()
+        self._data = None
+        return self._digest
+
+
+def _parse(path: Path, data: bytes | bytearray) -> RawRollout:
+    raw = RawRollout(path=path, sha256="", size=len(data))
+    reader = ResentHistory(data if data.endswith(b"\n") or not data else data + b"\n")
+    for lineno, (start, end) in enumerate(_lines(reader.data), start=1):
+        line = reader.view[start:end]
         if not line or (line[0] in _BLANK and not bytes(line).strip()):
             continue
         try:
-            rec = orjson.loads(line)
+            rec = reader.loads(start, end)
         except orjson.JSONDecodeError as exc:
             if not _torn(line):
                 raise ContagentError(f"{path}:{lineno}: malformed JSON ({exc})") from None
@@ -194,9 +234,15 @@ def read_log_bytes(path: Path, max_bytes: int = MAX_RAW_LOG_BYTES) -> bytes | by
     bound = max_bytes + (max_bytes >> 7) + 65_536 if compacted else max_bytes
     try:
         with path.open("rb") as fh:
-            if os.fstat(fh.fileno()).st_size > bound:
+            size = os.fstat(fh.fileno()).st_size
+            if size > bound:
                 raise _too_large(path, max_bytes)
-            data = fh.read(bound + 1)  # a log still growing stops here too
+            # Asking for what the file holds, not the limit, saves allocating (and
+            # faulting in) a limit-sized buffer; a log still growing is read on, to
+            # the limit at most.
+            data = fh.read(size + 1)
+            if len(data) > size:
+                data += fh.read(bound + 1 - len(data))
     except FileNotFoundError:
         raise ContagentError(f"{path}: raw exchange log not found") from None
     except OSError as exc:

@@ -1,0 +1,194 @@
+"""Reading a request line with the previous request's history reused gives exactly what a
+whole parse gives, for every serialiser and every shape, adversarial ones included."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contagent.resent import _NONCE, ResentHistory
+
+Dump = Callable[[Any], bytes]
+SERIALISERS: dict[str, Dump] = {
+    "orjson": orjson.dumps,
+    "compact": lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode(),
+    "spaced": lambda v: json.dumps(v).encode(),  # the json module's defaults: ", " and ASCII
+}
+
+
+def request(index: int, messages: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "schema_version": 2,
+        "index": index,
+        "type": "request",
+        "path": "/v1/chat/completions",
+        "headers": extra.pop("headers", {"content-type": "application/json"}),
+        "body": {"messages": messages, "model": "m", **extra},
+        "stream": False,
+    }
+
+
+def outcome(index: int) -> dict[str, Any]:
+    return {"index": index, "type": "outcome", "outcome": "completed", "response": {"x": 1}}
+
+
+def log_of(lines: list[bytes]) -> bytes:
+    return b"".join(line + b"\n" for line in lines)
+
+
+def read_both(data: bytes) -> tuple[list[Any], list[Any], ResentHistory]:
+    """Each line as the reader gives it and as ``orjson.loads`` does (an exception's text
+    in place of a record that does not parse)."""
+    reader = ResentHistory(data)
+    got: list[Any] = []
+    want: list[Any] = []
+    start = 0
+    while (end := data.find(b"\n", start)) != -1:
+        got.append(_outcome_of(lambda s=start, e=end: reader.loads(s, e)))
+        want.append(_outcome_of(lambda s=start, e=end: orjson.loads(data[s:e])))
+        start = end + 1
+    return got, want, reader
+
+
+def _outcome_of(parse: Callable[[], Any]) -> bytes | str:
+    try:
+        return orjson.dumps(parse())  # bytes: key order and types count too
+    except orjson.JSONDecodeError as exc:
+        return f"error: {exc}"
+
+
+def msg(n: int, text: str = "t") -> dict[str, Any]:
+    if n % 2:
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        return {"role": "assistant", "content": f"{text}{n} é \u2028", "tool_calls": [call]}
+    return {"role": "tool", "tool_call_id": f"c{n - 1}", "content": f'out {n} "q" \\ \n'}
+
+
+def growing(steps: int) -> list[list[Any]]:
+    history: list[Any] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+    out = []
+    for n in range(steps):
+        out.append(list(history))
+        history += [msg(2 * n + 1), msg(2 * n + 2)]
+    return out
+
+
+@pytest.mark.parametrize("name", SERIALISERS)
+def test_a_growing_history_is_reused_for_every_serialiser(name: str) -> None:
+    dump = SERIALISERS[name]
+    lines = []
+    for i, messages in enumerate(growing(12)):
+        lines += [dump(request(i, messages)), dump(outcome(i))]
+    got, want, reader = read_both(log_of(lines))
+    assert got == want
+    assert reader.reused == 11  # every request after the first
+
+
+def test_a_resent_identical_history_and_an_empty_one() -> None:
+    first = growing(3)[2]
+    lines = [orjson.dumps(request(i, m)) for i, m in enumerate([first, first, [], first, first])]
+    got, want, reader = read_both(log_of(lines))
+    assert got == want
+    assert reader.reused >= 2
+
+
+def test_a_history_changed_in_the_middle_is_parsed_whole() -> None:
+    a = growing(6)[5]
+    b = [*a[:3], {"role": "user", "content": "condensed"}, *a[3:]]
+    c = [{**a[0], "content": "other system"}, *a[1:]]
+    lines = [orjson.dumps(request(i, m)) for i, m in enumerate([a, b, c, a[:2], a])]
+    got, want, _ = read_both(log_of(lines))
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the search key inside a header's key and value, with the history's own bytes after it
+        b'{"index":1,"headers":{"x\\"messages":[{"role":"system","content":"sys"},1]},'
+        b'"body":{"messages":[{"role":"system","content":"sys"},{"role":"user","content":"go"},3]}}',
+        # a second body wins in a whole parse, so it must win here too
+        b'{"index":1,"body":{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"},3]},"body":{"messages":[0]}}',
+        # a second messages key inside the body
+        b'{"index":1,"body":{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"},3],"messages":"no"}}',
+        # the history's bytes, then a value that is not a separator
+        b'{"index":1,"body":{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"}3]}}',
+        # a nonce-like string in the new part, and the very nonce as a later element
+        b'{"index":1,"body":{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"},"contagent-resent-history-0",'
+        + orjson.dumps(_NONCE)
+        + b"]}}",
+        # cut short (a torn write), and corrupt after the history
+        b'{"index":1,"body":{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"},{"role":"us',
+        b'{"index":1,"body":{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"}]}} trailing',
+        # messages not a list, body not an object
+        b'{"index":1,"body":{"messages":{"role":"system"}}}',
+        b'{"index":1,"body":[{"messages":[{"role":"system","content":"sys"},'
+        b'{"role":"user","content":"go"}]}]}',
+        b"[1,2]",
+    ],
+)
+def test_adversarial_lines_read_as_a_whole_parse_reads_them(line: bytes) -> None:
+    first = orjson.dumps(
+        request(0, [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}])
+    )
+    got, want, _ = read_both(log_of([first, line, first]))
+    assert got == want
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3)
+    ),
+    max_leaves=8,
+)
+EDITS = st.sampled_from(["append", "append", "append", "same", "drop", "edit", "new", "odd"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(EDITS, st.lists(JSON, max_size=3), st.sampled_from(sorted(SERIALISERS))),
+        max_size=10,
+    ),
+    st.sampled_from(["first", "after"]),
+)
+def test_any_sequence_of_requests_reads_as_a_whole_parse(
+    steps: list[tuple[str, list[Any], str]], order: str
+) -> None:
+    history: list[Any] = [{"role": "system", "content": "s"}]
+    lines = []
+    for i, (edit, values, name) in enumerate(steps):
+        if edit == "append":
+            history = history + values
+        elif edit == "drop":
+            history = history[:-1]
+        elif edit == "edit" and history:
+            history = [values, *history[1:]]
+        elif edit == "new":
+            history = values
+        rec = request(i, history)
+        if order == "after":
+            rec["body"] = {"model": "m", "messages": history}
+        if edit == "odd":
+            rec["headers"] = {'"messages":[': orjson.dumps(history).decode()}
+        lines.append(SERIALISERS[name](rec))
+        lines.append(orjson.dumps(outcome(i)))
+    got, want, _ = read_both(log_of(lines))
+    assert got == want
