@@ -6,6 +6,9 @@ independent; printing and progress bars live here only.
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import typer
 
 app = typer.Typer(
@@ -23,24 +26,26 @@ def _root() -> None:
     pass
 
 
-def _register() -> None:
-    from contagent.cli import compact_cmd, engine_cmd, export_cmd, proxy_cmd, run_cmd
+#: Each command's module, in the order ``contagent --help`` lists them.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "export_cmd": ("export", "validate"),
+    "compact_cmd": ("compact",),
+    "proxy_cmd": ("proxy",),
+    "run_cmd": ("run",),
+    "engine_cmd": ("gc", "build"),
+    "hub_cmd": ("upload",),
+    "view_cmd": ("view",),
+}
 
-    export_cmd.register(app)
-    compact_cmd.register(app)
-    proxy_cmd.register(app)
-    run_cmd.register(app)
-    engine_cmd.register(app)
 
-    from contagent.cli import hub_cmd
-
-    hub_cmd.register(app)
-
-    from contagent.cli import view_cmd
-
-    view_cmd.register(app)
+def _register(argv: list[str]) -> None:
+    """Register the command ``argv`` names, and only its module (each imports what its
+    commands need); anything else (``--help``, a typo) registers every command."""
+    wanted = [m for m, names in COMMAND_MODULES.items() if argv[:1] and argv[0] in names]
+    for name in wanted or COMMAND_MODULES:
+        importlib.import_module(f"contagent.cli.{name}").register(app)
 
 
 def main() -> None:
-    _register()
+    _register(sys.argv[1:])
     app()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.abc
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
@@ -29,6 +30,35 @@ def run_guarded(fn: Callable[[], T]) -> T:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt as exc:  # 128 plus the signal's number (Ctrl-C: 130)
         fail("interrupted", getattr(exc, "exit_code", 130))
+
+
+class _NoArrayLibraries(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] in ("numpy", "pandas"):
+            raise ImportError(f"{name} is not used by this command")
+        return None
+
+
+def lean_pyarrow() -> None:
+    """Import pyarrow for this process without numpy and pandas.
+
+    pyarrow imports numpy when it loads (about half its import time) and pandas on
+    its first conversion from Python objects (about 0.3 s), to recognise their
+    arrays; the export and validate commands hand it only Python objects. Only for a
+    process that never hands it any (the CLI's): pyarrow then takes both libraries
+    for not installed, and treats their objects as plain sequences. Both stay
+    importable by whatever else runs later.
+    """
+    if "pyarrow" in sys.modules:
+        return
+    blocker = _NoArrayLibraries()
+    sys.meta_path.insert(0, blocker)
+    try:
+        import pyarrow
+
+        pyarrow.array([0])
+    finally:
+        sys.meta_path.remove(blocker)
 
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

@@ -10,7 +10,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from contagent.cli._common import MAX_RAW_LOG_HELP, console, fail, raw_log_limit, run_guarded
+from contagent.cli._common import (
+    MAX_RAW_LOG_HELP,
+    console,
+    fail,
+    lean_pyarrow,
+    raw_log_limit,
+    run_guarded,
+)
 
 
 def _export(
@@ -53,10 +60,8 @@ def _export(
     max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
-    from contagent.exporters.dataset_folder import arrow_without_pandas
+    lean_pyarrow()
     from contagent.exporters.export import ExportOptions, export
-
-    arrow_without_pandas()  # this process hands pyarrow no pandas objects
 
     formats = _formats(format_names, rollout_filter, push_to_hub)
     if push_to_hub:
@@ -173,6 +178,7 @@ def _validate(
 
     Exit 0 healthy, 1 violations, 2 unusable input, 4 an internal error of the validator.
     """
+    lean_pyarrow()
     from contagent.validate.check import validate
 
     limit = raw_log_limit(max_raw_log)

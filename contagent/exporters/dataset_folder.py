@@ -9,11 +9,9 @@ so the folder describes itself without the export's summary file.
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import os
 import secrets
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -70,31 +68,6 @@ class _KeyPlan:
                     plan.check(item, f"{where}.{name}[]")
         for name, plan in self.structs:
             plan.check(value.get(name), f"{where}.{name}")
-
-
-class _NoPandas(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ImportError("pandas is not used here")
-        return None
-
-
-def arrow_without_pandas() -> None:
-    """Answer pyarrow's one look for pandas with "not installed", for this process.
-
-    pyarrow's first conversion from Python objects imports pandas to check whether
-    they are pandas objects (about 0.3 s); contagent never hands it any. Only for a
-    process that never will (the CLI's): pyarrow then treats pandas objects as plain
-    sequences. pandas itself stays importable.
-    """
-    if "pandas" in sys.modules:
-        return
-    blocker = _NoPandas()
-    sys.meta_path.insert(0, blocker)
-    try:
-        pa.array([0])
-    finally:
-        sys.meta_path.remove(blocker)
 
 
 def rows_to_batch(rows: list[dict], schema: pa.Schema = PRIME_SFT_SCHEMA) -> pa.RecordBatch:

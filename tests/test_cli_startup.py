@@ -1,0 +1,62 @@
+"""What a command's process loads: its own command module, and pyarrow without numpy
+and pandas for export and validate (the start-up targets in docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from contagent import cli
+
+# Runs the CLI as `contagent` does, then names the modules of interest it loaded.
+AUDIT = """
+import sys
+from contagent.cli import main
+sys.argv = ["contagent", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+names = ("numpy", "pandas", "contagent.cli.run_cmd", "contagent.cli.view_cmd", "pyarrow")
+print("loaded:" + ",".join(n for n in names if n in sys.modules), file=sys.stderr)
+"""
+
+
+def loaded(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", AUDIT, *args], capture_output=True, text=True, timeout=120
+    )
+    line = [x for x in proc.stderr.splitlines() if x.startswith("loaded:")][-1]
+    return proc, set(filter(None, line.removeprefix("loaded:").split(",")))
+
+
+def test_each_module_registers_the_commands_the_table_names() -> None:
+    for module, names in cli.COMMAND_MODULES.items():
+        app = typer.Typer()
+        __import__(f"contagent.cli.{module}", fromlist=["register"]).register(app)
+        assert tuple(c.name for c in app.registered_commands) == names, module
+
+
+def test_export_and_validate_load_pyarrow_without_numpy_or_other_commands(
+    samples: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    proc, mods = loaded("export", str(samples), "--out", str(out), "--filter", "all")
+    assert proc.returncode == 0, proc.stderr
+    assert mods == {"pyarrow"}
+    proc, mods = loaded("validate", str(out / "results.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    assert mods == {"pyarrow"}
+    # the Parquet rows pyarrow wrote without numpy read back as the export wrote them
+    assert "healthy" in proc.stderr
+
+
+def test_help_lists_every_command() -> None:
+    proc, mods = loaded("--help")
+    assert {"contagent.cli.run_cmd", "contagent.cli.view_cmd"} <= mods
+    for names in cli.COMMAND_MODULES.values():
+        for name in names:
+            assert name in proc.stdout
