@@ -52,7 +52,6 @@ class RawRollout:
     """The parsed records of one ``exchanges.jsonl``; records are plain dicts (hot path)."""
 
     path: Path
-    sha256: str
     size: int
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -60,6 +59,13 @@ class RawRollout:
     #: no_outcome, no_request, torn_line, the Responses mapping's responses_chain, and
     #: both mappings' unsupported_item
     problems: list[tuple[str, str]] = field(default_factory=list)
+    digest: _Sha256 | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of the record stream (waits for the hashing thread, if still at work)."""
+        assert self.digest is not None
+        return self.digest.hexdigest()
 
     def usage(self, index: int) -> dict[str, int] | None:
         """Normalised usage of exchange ``index`` (from the outcome or its response), if any."""
@@ -114,15 +120,17 @@ def parse_exchanges(path: Path, data: bytes | bytearray) -> RawRollout:
     digest = _Sha256(data)
     try:
         raw = _parse(path, data)
-    finally:
-        raw_sha = digest.hexdigest()
-    raw.sha256 = raw_sha
+    except BaseException:
+        digest.hexdigest()  # no thread outlives a failed read
+        raise
+    raw.digest = digest
     return raw
 
 
 class _Sha256:
-    """The SHA-256 of a log, computed on another thread while the main one parses it:
-    hashlib releases the GIL while it hashes, so a second core hides its cost."""
+    """The SHA-256 of a log, computed on another thread while the main one parses it and
+    derives its row: hashlib releases the GIL while it hashes, so a second core hides
+    its cost."""
 
     _THREAD_FROM = 1 << 20
 
@@ -149,7 +157,7 @@ class _Sha256:
 
 
 def _parse(path: Path, data: bytes | bytearray) -> RawRollout:
-    raw = RawRollout(path=path, sha256="", size=len(data))
+    raw = RawRollout(path=path, size=len(data))
     reader = ResentHistory(data if data.endswith(b"\n") or not data else data + b"\n")
     for lineno, (start, end) in enumerate(_lines(reader.data), start=1):
         line = reader.view[start:end]
