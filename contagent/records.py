@@ -61,7 +61,7 @@ SAFE_HEADERS: frozenset[str] = frozenset(
 class ServerInfo(BaseModel):
     """Which inference server answered, as the proxy found out at start."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(description="The server's kind, e.g. vllm.")
     version: str | None = Field(None, description="The version it reports, e.g. 0.32.0.")
@@ -70,7 +70,7 @@ class ServerInfo(BaseModel):
 class ChoiceTokens(BaseModel):
     """The token data of one choice, as the server reported it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     index: int = Field(ge=0, description="The choice's index (n > 1 gives several).")
     token_ids: list[int] = Field(
@@ -85,7 +85,7 @@ class ChoiceTokens(BaseModel):
 class ExchangeTokens(BaseModel):
     """Token data of a chat completion: prompt ids and each choice's sampled ids."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     prompt_token_ids: list[int] | None = Field(
         description="The prompt after the chat template; null when the server reported none."
@@ -94,7 +94,7 @@ class ExchangeTokens(BaseModel):
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     schema_version: int = version_field(SCHEMA_VERSION, "Raw log")
     index: int = Field(ge=0, description="Dense 0-based per-rollout index, in arrival order.")

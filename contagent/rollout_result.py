@@ -23,7 +23,7 @@ RolloutStatus = Literal["passed", "failed", "agent_error", "timeout", "infra_err
 class ExitCodes(BaseModel):
     """Exit codes of each phase in the runner container; null when the phase did not run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     setup: int | None = Field(None, description="setup.sh exit code.")
     agent: int | None = Field(
@@ -39,7 +39,7 @@ class ExitCodes(BaseModel):
 class PhaseTimings(BaseModel):
     """Seconds spent in each phase; ``overhead_s`` is the runner's own share."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     setup_s: float | None = Field(None, description="setup.sh wall time.")
     agent_s: float | None = Field(None, description="Agent wall time (import, set-up and run).")
@@ -58,7 +58,7 @@ class PhaseTimings(BaseModel):
 class TokenTotals(BaseModel):
     """Usage summed over every exchange of the rollout's raw log that reports usage."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     exchanges: int = Field(0, description="Requests recorded in exchanges.jsonl.")
     with_usage: int = Field(0, description="Outcomes that carried usage.")
@@ -70,7 +70,7 @@ class TokenTotals(BaseModel):
 class LlmSettings(BaseModel):
     """The LLM settings the agent ran with, as configured in the container."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     model: str = Field(
         description="The model as the agent was given it, e.g. openai/<served-model-name> for OpenHands."
@@ -93,7 +93,7 @@ class LlmSettings(BaseModel):
 class RolloutResult(BaseModel):
     """``result.json``: what the runner knows about a rollout's outcome."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     schema_version: int = version_field(RESULT_SCHEMA_VERSION, "result.json")
     rollout_id: str

@@ -37,7 +37,7 @@ SINCE_VERSION: dict[str, int] = {"tokens": 2}
 
 
 class TokenCounts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -55,7 +55,7 @@ class TokenCounts(BaseModel):
 class TokenUsage(BaseModel):
     """The token identity: ``selected + excluded == billed``, per field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     billed: TokenCounts = Field(default_factory=TokenCounts)
     selected: TokenCounts = Field(default_factory=TokenCounts)
@@ -63,7 +63,7 @@ class TokenUsage(BaseModel):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Step(_Strict):
@@ -304,7 +304,7 @@ class RowSummary(BaseModel):
     """Totals over a set of results rows: what the export summary, the dataset card and
     the viewer show (one set of figures, one set of charts)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     rollouts_read: int = 0
     training_ready: int = 0

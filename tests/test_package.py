@@ -32,6 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "rows",
             "layout",
             "rawlog",
+            "resent",
             "chart_png",
             "responses",
             "messages_api",
