@@ -1,5 +1,6 @@
 """What a command's process loads: its own command module, and pyarrow without numpy
-and pandas for export and validate (the start-up targets in docs/benchmarks.md)."""
+and pandas for export and validate, whose start-up alone runs without the cyclic garbage
+collector (the start-up targets in docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ try:
 except SystemExit:
     pass
 names = ("numpy", "pandas", "contagent.cli.run_cmd", "contagent.cli.view_cmd", "pyarrow")
+import gc
 print("loaded:" + ",".join(n for n in names if n in sys.modules), file=sys.stderr)
+print(f"collector on: {gc.isenabled()}", file=sys.stderr)
 """
 
 
@@ -50,6 +53,7 @@ def test_export_and_validate_load_pyarrow_without_numpy_or_other_commands(
     proc, mods = loaded("validate", str(out / "results.jsonl"))
     assert proc.returncode == 0, proc.stderr
     assert mods == {"pyarrow"}
+    assert "collector on: True" in proc.stderr  # off for the start-up only
     # the Parquet rows pyarrow wrote without numpy read back as the export wrote them
     assert "healthy" in proc.stderr
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.abc
 import sys
 from collections.abc import Callable
@@ -23,7 +24,11 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def run_guarded(fn: Callable[[], T]) -> T:
-    """Call ``fn``; turn a :class:`ContagentError` into a one-line error and exit."""
+    """Call ``fn``; turn a :class:`ContagentError` into a one-line error and exit.
+
+    The cyclic garbage collector is on while ``fn`` runs (a quick start turns it off).
+    """
+    gc.enable()
     try:
         return fn()
     except ContagentError as exc:
