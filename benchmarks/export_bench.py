@@ -104,6 +104,7 @@ def main() -> int:
     # a one-rollout export measures the fixed start-up cost: imports, option parsing,
     # the dataset card and its charts
     tiny = work / "tiny"
+    shutil.rmtree(tiny, ignore_errors=True)
     shutil.copytree(next(corpus.iterdir()), tiny / "one")
     rows = []
     wall, cpu, rss = timed([sys.executable, "-c", BARE, str(corpus)])
