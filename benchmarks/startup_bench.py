@@ -180,7 +180,7 @@ def main() -> int:
         wall, cpu = best(
             [py, "-m", "contagent", "export", str(corpus), "--out", str(out)],
             env_of(src),
-            max(1, args.repeat // 2),
+            args.repeat,
             lambda out=out: shutil.rmtree(out, ignore_errors=True),
         )
         print(

@@ -26,9 +26,13 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def run_guarded(fn: Callable[[], T]) -> T:
     """Call ``fn``; turn a :class:`ContagentError` into a one-line error and exit.
 
-    The cyclic garbage collector is on while ``fn`` runs (a quick start turns it off).
+    The cyclic garbage collector is on while ``fn`` runs. A quick start turned it off;
+    what the start-up made (modules, classes) is then frozen, so that the collector
+    never walks it.
     """
-    gc.enable()
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
     try:
         return fn()
     except ContagentError as exc:
