@@ -149,6 +149,7 @@ class _Sha256:
     def hexdigest(self) -> str:
         if self._thread is not None:
             self._thread.join()
+            self._thread = None
         if self._digest is None:  # a small log, or a thread that could not finish
             assert self._data is not None
             self._digest = hashlib.sha256(self._data).hexdigest()
