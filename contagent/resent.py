@@ -1,11 +1,12 @@
 """Parse a raw log's request lines without parsing the history each one resends.
 
 An agent resends its whole conversation with every request, so most bytes of a
-raw log are ``body.messages`` elements that the previous request already held.
-:class:`ResentHistory` keeps the previous request's messages and the exact bytes
+raw log are history items that the previous request already held: the elements of
+``body.messages`` (chat completions, Messages API) or ``body.input`` (Responses API).
+:class:`ResentHistory` keeps the previous request's history and the exact bytes
 they were read from (``prefix``); when the next line holds those same bytes at
-the start of an array that turns out to be its ``body.messages``, only the rest
-of the line is parsed and the earlier message objects are reused.
+the start of an array that turns out to be its history under the same key, only
+the rest of the line is parsed and the earlier item objects are reused.
 
 Why the result equals ``orjson.loads(line)`` (the tests compare the two on every
 shape, adversarial ones included):
@@ -15,8 +16,8 @@ shape, adversarial ones included):
   confirmed (or is the messages' own ``orjson`` serialisation).
 * The line is parsed with ``prefix`` replaced by one string holding a random
   nonce, made when the process starts and so in no file written before. The
-  spliced line must parse, and its ``body.messages`` must be a list that starts
-  with the nonce: then the array the prefix opens is ``body.messages``, the
+  spliced line must parse, and its ``body.messages`` (or ``body.input``) must be
+  a list that starts with the nonce: then the array the prefix opens is it, the
   nonce stood at its first element, and the byte after the prefix (a comma or
   the closing bracket) ends the prefix's last value. Parsing is deterministic
   left to right, so the original line parses to the same record with the
@@ -34,7 +35,8 @@ from typing import Any
 
 import orjson
 
-_KEY = b'"messages"'
+#: the body fields that hold a request's history, each as it is written in JSON
+_KEYS = {name: orjson.dumps(name) for name in ("messages", "input")}
 _NONCE = "contagent-resent-history-" + secrets.token_hex(16)
 _SENTINEL = orjson.dumps(_NONCE)
 _COMMA, _CLOSE, _COLON, _OPEN = ord(","), ord("]"), ord(":"), ord("[")
@@ -51,6 +53,7 @@ class ResentHistory:
         self.data = data
         self.view = memoryview(data)
         self.messages: list[Any] | None = None
+        self.field = "messages"  #: the body field ``messages`` came from
         self.prefix: bytes | memoryview = b""
         self.misses = 0
         #: lines parsed with the previous request's messages reused
@@ -68,7 +71,7 @@ class ResentHistory:
                     return rec
                 self.misses += 1
         rec = orjson.loads(self.view[start:end])
-        if self.misses < _MAX_MISSES and _messages(rec) is not None:
+        if self.misses < _MAX_MISSES and _field(rec) is not None:
             self._restart(rec, start, end)
         return rec
 
@@ -78,14 +81,15 @@ class ResentHistory:
         Only a candidate: the spliced parse shows whether it is ``body.messages``.
         """
         data = self.data
-        found = data.find(_KEY, start, end)
+        key = _KEYS[self.field]
+        found = data.find(key, start, end)
         while found >= 0:
-            pos = _skip_space(data, found + len(_KEY), end)
+            pos = _skip_space(data, found + len(key), end)
             if pos < end and data[pos] == _COLON:
                 pos = _skip_space(data, pos + 1, end)
                 if pos < end and data[pos] == _OPEN:
                     return pos + 1
-            found = data.find(_KEY, found + 1, end)
+            found = data.find(key, found + 1, end)
         return -1
 
     def _spliced(self, start: int, at: int, end: int) -> Any:
@@ -100,13 +104,13 @@ class ResentHistory:
             rec = orjson.loads(b"".join((self.view[start:at], _SENTINEL, self.view[after:end])))
         except orjson.JSONDecodeError:
             return None
-        messages = _messages(rec)
+        messages = _history(rec, self.field)
         if not messages or messages[0] != _NONCE:
             return None
         assert self.messages is not None
         new = messages[1:]
         whole = self.messages + new
-        rec["body"]["messages"] = whole
+        rec["body"][self.field] = whole
         self._extend(whole, new, at, after, end)
         return rec
 
@@ -126,14 +130,15 @@ class ResentHistory:
 
     def _restart(self, rec: Any, start: int, end: int) -> None:
         """After a whole parse: remember the record's messages and where they lie in the line."""
-        messages = _messages(rec)
+        self.field = _field(rec) or "messages"
+        messages = _history(rec, self.field)
         self.messages, self.prefix = messages, b""
         if not messages:
             return
         at = self._first_element(start, end)
         if at >= 0:
             close = self._close(at, end, messages)
-            if close is not None and self._is_body_messages(start, at, close, end):
+            if close is not None and self._is_history(start, at, close, end):
                 self.prefix = self.view[at:close]
                 return
         try:
@@ -167,13 +172,13 @@ class ResentHistory:
             return close if close >= first and data[close] == _CLOSE else None
         return None  # the array ends the line: not a record
 
-    def _is_body_messages(self, start: int, at: int, close: int, end: int) -> bool:
-        """Whether the array whose elements span ``[at, close)`` is the line's ``body.messages``."""
+    def _is_history(self, start: int, at: int, close: int, end: int) -> bool:
+        """Whether the array whose elements span ``[at, close)`` is the line's history."""
         try:
             rec = orjson.loads(b"".join((self.view[start:at], _SENTINEL, self.view[close:end])))
         except orjson.JSONDecodeError:
             return False
-        return _messages(rec) == [_NONCE]
+        return _history(rec, self.field) == [_NONCE]
 
 
 def _skip_space(data: bytes | bytearray, pos: int, end: int) -> int:
@@ -182,7 +187,12 @@ def _skip_space(data: bytes | bytearray, pos: int, end: int) -> int:
     return pos
 
 
-def _messages(rec: Any) -> list[Any] | None:
+def _history(rec: Any, name: str) -> list[Any] | None:
     body = rec.get("body") if isinstance(rec, dict) else None
-    messages = body.get("messages") if isinstance(body, dict) else None
-    return messages if type(messages) is list else None
+    items = body.get(name) if isinstance(body, dict) else None
+    return items if type(items) is list else None
+
+
+def _field(rec: Any) -> str | None:
+    """The body field that holds the record's history, if it has one."""
+    return next((name for name in _KEYS if _history(rec, name) is not None), None)

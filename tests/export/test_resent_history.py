@@ -90,6 +90,32 @@ def test_a_growing_history_is_reused_for_every_serialiser(name: str) -> None:
     assert reader.reused == 11  # every request after the first
 
 
+@pytest.mark.parametrize("name", SERIALISERS)
+def test_a_growing_responses_input_is_reused(name: str) -> None:
+    lines = []
+    for i, items in enumerate(growing(8)):
+        rec = request(i, None)
+        rec["path"] = "/v1/responses"
+        rec["body"] = {"model": "m", "instructions": "sys", "input": items, "store": False}
+        lines += [SERIALISERS[name](rec), orjson.dumps(outcome(i))]
+    got, want, reader = read_both(log_of(lines))
+    assert got == want
+    assert reader.reused == 7
+
+
+def test_a_log_that_moves_between_messages_and_input() -> None:
+    history = growing(5)
+    lines = []
+    for i, items in enumerate(history):
+        both = i == 2  # a body holding both arrays: messages is the one reused
+        body = {"input": items} if i % 2 else {"messages": items}
+        if both:
+            body = {"input": items[:1], "messages": items}
+        lines.append(orjson.dumps(request(i, None) | {"body": body}))
+    got, want, _ = read_both(log_of(lines))
+    assert got == want
+
+
 def test_a_resent_identical_history_and_an_empty_one() -> None:
     first = growing(3)[2]
     lines = [orjson.dumps(request(i, m)) for i, m in enumerate([first, first, [], first, first])]
@@ -167,7 +193,7 @@ EDITS = st.sampled_from(["append", "append", "append", "same", "drop", "edit", "
         st.tuples(EDITS, st.lists(JSON, max_size=3), st.sampled_from(sorted(SERIALISERS))),
         max_size=10,
     ),
-    st.sampled_from(["first", "after"]),
+    st.sampled_from(["first", "after", "input"]),
 )
 def test_any_sequence_of_requests_reads_as_a_whole_parse(
     steps: list[tuple[str, list[Any], str]], order: str
@@ -186,8 +212,11 @@ def test_any_sequence_of_requests_reads_as_a_whole_parse(
         rec = request(i, history)
         if order == "after":
             rec["body"] = {"model": "m", "messages": history}
+        elif order == "input":
+            rec["body"] = {"model": "m", "input": history}
         if edit == "odd":
             rec["headers"] = {'"messages":[': orjson.dumps(history).decode()}
+            rec["body"]["input"] = history
         lines.append(SERIALISERS[name](rec))
         lines.append(orjson.dumps(outcome(i)))
     got, want, _ = read_both(log_of(lines))
