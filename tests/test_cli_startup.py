@@ -36,6 +36,12 @@ def loaded(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     return proc, set(filter(None, line.removeprefix("loaded:").split(",")))
 
 
+def test_every_command_module_is_in_the_table() -> None:
+    folder = Path(cli.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if "\ndef register(" in p.read_text()}
+    assert modules == set(cli.COMMAND_MODULES)
+
+
 def test_each_module_registers_the_commands_the_table_names() -> None:
     for module, names in cli.COMMAND_MODULES.items():
         app = typer.Typer()
