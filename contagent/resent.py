@@ -3,10 +3,11 @@
 An agent resends its whole conversation with every request, so most bytes of a
 raw log are history items that the previous request already held: the elements of
 ``body.messages`` (chat completions, Messages API) or ``body.input`` (Responses API).
-:class:`ResentHistory` keeps the previous request's history and the exact bytes
-they were read from (``prefix``); when the next line holds those same bytes at
-the start of an array that turns out to be its history under the same key, only
-the rest of the line is parsed and the earlier item objects are reused.
+:class:`ResentHistory` keeps the latest history of the last two conversations (an
+agent's own, and a side call's between its steps) and the exact bytes each was
+read from (``prefix``); when the next line holds those same bytes at the start of
+an array that turns out to be its history under the same key, only the rest of
+the line is parsed and the earlier item objects are reused.
 
 Why the result equals ``orjson.loads(line)`` (the tests compare the two on every
 shape, adversarial ones included):
@@ -44,6 +45,18 @@ _JSON_SPACE = b" \t\r\n"
 _TRAILING = "unexpected content after document"
 #: consecutive requests whose history could not be reused before a log stops trying
 _MAX_MISSES = 4
+#: conversations followed at once: an agent's own, and a side call's between its steps
+_CONVERSATIONS = 2
+
+
+class _Conversation:
+    """One conversation's latest history: its items, the body field they came from, and
+    the bytes they were read from (``prefix``)."""
+
+    __slots__ = ("field", "items", "prefix")
+
+    def __init__(self, field: str, items: list[Any], prefix: bytes | memoryview) -> None:
+        self.field, self.items, self.prefix = field, items, prefix
 
 
 class ResentHistory:
@@ -52,36 +65,45 @@ class ResentHistory:
     def __init__(self, data: bytes | bytearray) -> None:
         self.data = data
         self.view = memoryview(data)
-        self.messages: list[Any] | None = None
-        self.field = "messages"  #: the body field ``messages`` came from
-        self.prefix: bytes | memoryview = b""
+        #: most recently continued first
+        self.conversations: list[_Conversation] = []
         self.misses = 0
-        #: lines parsed with the previous request's messages reused
+        #: lines parsed with an earlier request's history reused
         self.reused = 0
 
     def loads(self, start: int, end: int) -> Any:
         """The parsed line ``data[start:end]``; raises as ``orjson.loads`` would."""
-        if self.prefix:
-            at = self._first_element(start, end)
-            if at >= 0:
-                rec = self._spliced(start, at, end)
-                if rec is not None:
-                    self.misses = 0
-                    self.reused += 1
-                    return rec
-                self.misses += 1
+        tried = False
+        for conv in self.conversations:
+            at = self._first_element(conv.field, start, end)
+            if at < 0:
+                continue
+            tried = True
+            rec = self._spliced(conv, start, at, end)
+            if rec is not None:
+                self.misses = 0
+                self.reused += 1
+                self._keep(conv)
+                return rec
+        self.misses += tried
         rec = orjson.loads(self.view[start:end])
         if self.misses < _MAX_MISSES and _field(rec) is not None:
-            self._restart(rec, start, end)
+            fresh = self._restart(rec, start, end)
+            if fresh is not None:
+                self._keep(fresh)
         return rec
 
-    def _first_element(self, start: int, end: int) -> int:
-        """Where the elements of the line's first array under a ``"messages"`` key start, or -1.
+    def _keep(self, conv: _Conversation) -> None:
+        rest = [c for c in self.conversations if c is not conv and c.prefix]
+        self.conversations = [conv, *rest][:_CONVERSATIONS] if conv.prefix else rest
 
-        Only a candidate: the spliced parse shows whether it is ``body.messages``.
+    def _first_element(self, field: str, start: int, end: int) -> int:
+        """Where the elements of the line's first array under a ``field`` key start, or -1.
+
+        Only a candidate: the spliced parse shows whether it is ``body[field]``.
         """
         data = self.data
-        key = _KEYS[self.field]
+        key = _KEYS[field]
         found = data.find(key, start, end)
         while found >= 0:
             pos = _skip_space(data, found + len(key), end)
@@ -92,9 +114,9 @@ class ResentHistory:
             found = data.find(key, found + 1, end)
         return -1
 
-    def _spliced(self, start: int, at: int, end: int) -> Any:
-        """The line parsed with the known prefix at ``at`` replaced by the nonce, or None."""
-        data, prefix = self.data, self.prefix
+    def _spliced(self, conv: _Conversation, start: int, at: int, end: int) -> Any:
+        """The line parsed with ``conv``'s prefix at ``at`` replaced by the nonce, or None."""
+        data, prefix = self.data, conv.prefix
         after = at + len(prefix)
         if after >= end or data[after] not in (_COMMA, _CLOSE):
             return None
@@ -104,47 +126,46 @@ class ResentHistory:
             rec = orjson.loads(b"".join((self.view[start:at], _SENTINEL, self.view[after:end])))
         except orjson.JSONDecodeError:
             return None
-        messages = _history(rec, self.field)
-        if not messages or messages[0] != _NONCE:
+        items = _history(rec, conv.field)
+        if not items or items[0] != _NONCE:
             return None
-        assert self.messages is not None
-        new = messages[1:]
-        whole = self.messages + new
-        rec["body"][self.field] = whole
-        self._extend(whole, new, at, after, end)
+        new = items[1:]
+        whole = conv.items + new
+        rec["body"][conv.field] = whole
+        self._extend(conv, whole, new, at, after, end)
         return rec
 
-    def _extend(self, whole: list[Any], new: list[Any], at: int, after: int, end: int) -> None:
-        """Remember ``whole`` and the bytes of line ``[at, after)`` plus its ``new`` values."""
-        self.messages = whole
+    def _extend(
+        self, conv: _Conversation, whole: list[Any], new: list[Any], at: int, after: int, end: int
+    ) -> None:
+        """``conv`` is now ``whole``: the bytes of line ``[at, after)`` plus its ``new`` values."""
+        conv.items = whole
         if not new:
             return  # the line resent the same history; its bytes are the prefix already
         close = self._close(after + 1, end, new)
         if close is not None:
-            self.prefix = self.view[at:close]
+            conv.prefix = self.view[at:close]
             return
         try:
-            self.prefix = bytes(self.prefix) + b"," + orjson.dumps(new)[1:-1]
+            conv.prefix = bytes(conv.prefix) + b"," + orjson.dumps(new)[1:-1]
         except orjson.JSONEncodeError:
-            self.messages, self.prefix = None, b""
+            conv.prefix = b""  # dropped
 
-    def _restart(self, rec: Any, start: int, end: int) -> None:
-        """After a whole parse: remember the record's messages and where they lie in the line."""
-        self.field = _field(rec) or "messages"
-        messages = _history(rec, self.field)
-        self.messages, self.prefix = messages, b""
-        if not messages:
-            return
-        at = self._first_element(start, end)
+    def _restart(self, rec: Any, start: int, end: int) -> _Conversation | None:
+        """After a whole parse: the record's history and where it lies in the line."""
+        field = _field(rec) or "messages"
+        items = _history(rec, field)
+        if not items:
+            return None
+        at = self._first_element(field, start, end)
         if at >= 0:
-            close = self._close(at, end, messages)
-            if close is not None and self._is_history(start, at, close, end):
-                self.prefix = self.view[at:close]
-                return
+            close = self._close(at, end, items)
+            if close is not None and self._is_history(field, start, at, close, end):
+                return _Conversation(field, items, self.view[at:close])
         try:
-            self.prefix = orjson.dumps(messages)[1:-1]
+            return _Conversation(field, items, orjson.dumps(items)[1:-1])
         except orjson.JSONEncodeError:
-            self.messages, self.prefix = None, b""
+            return None
 
     def _close(self, first: int, end: int, values: list[Any]) -> int | None:
         """The offset of the ``]`` that closes an array whose elements start at ``first``
@@ -172,13 +193,13 @@ class ResentHistory:
             return close if close >= first and data[close] == _CLOSE else None
         return None  # the array ends the line: not a record
 
-    def _is_history(self, start: int, at: int, close: int, end: int) -> bool:
-        """Whether the array whose elements span ``[at, close)`` is the line's history."""
+    def _is_history(self, field: str, start: int, at: int, close: int, end: int) -> bool:
+        """Whether the array whose elements span ``[at, close)`` is the line's ``body[field]``."""
         try:
             rec = orjson.loads(b"".join((self.view[start:at], _SENTINEL, self.view[close:end])))
         except orjson.JSONDecodeError:
             return False
-        return _history(rec, self.field) == [_NONCE]
+        return _history(rec, field) == [_NONCE]
 
 
 def _skip_space(data: bytes | bytearray, pos: int, end: int) -> int:

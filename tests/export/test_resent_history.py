@@ -116,6 +116,18 @@ def test_a_log_that_moves_between_messages_and_input() -> None:
     assert got == want
 
 
+def test_a_side_conversation_between_the_steps_is_followed_beside_the_agents() -> None:
+    agent = growing(8)
+    side = [[{"role": "system", "content": "summarise"}, *h[1:]] for h in growing(8)]
+    lines = []
+    for i in range(8):
+        lines.append(orjson.dumps(request(2 * i, agent[i])))
+        lines.append(orjson.dumps(request(2 * i + 1, side[i])))
+    got, want, reader = read_both(log_of(lines))
+    assert got == want
+    assert reader.reused == 14  # every request but each conversation's first
+
+
 def test_a_resent_identical_history_and_an_empty_one() -> None:
     first = growing(3)[2]
     lines = [orjson.dumps(request(i, m)) for i, m in enumerate([first, first, [], first, first])]
