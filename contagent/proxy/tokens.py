@@ -124,7 +124,7 @@ class TokenCollector:
         if isinstance(content, list):
             if logprobs is None:
                 logprobs = []
-            logprobs.extend(_logprob(e) for e in content)
+            logprobs.extend(_logprobs(content))
         self._choices[idx] = (ids, logprobs)
 
     def result(self) -> dict[str, Any] | None:
@@ -140,9 +140,15 @@ class TokenCollector:
         }
 
 
-def _logprob(entry: Any) -> Any:
-    value = entry.get("logprob") if isinstance(entry, dict) else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _logprobs(entries: list[Any]) -> list[Any]:
+    """Each entry's ``logprob`` when it is a number, else None (one per entry)."""
+    values = [e.get("logprob") if isinstance(e, dict) else None for e in entries]
+    if set(map(type, values)) <= _FLOAT:  # what vLLM sends: skip the per-value check
+        return values
+    return [v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values]
+
+
+_FLOAT = {float}
 
 
 def relay_event(

@@ -180,6 +180,21 @@ def test_choices_are_collected_per_index():
     }
 
 
+def test_a_logprob_that_is_no_number_is_recorded_as_none():
+    """Numbers are kept as sent (an int too); anything else, or an entry that is no
+    object, is None in its place, so positions still line up with the token ids."""
+    entries = [{"logprob": -0.5}, {"logprob": 0}, {"logprob": True}, {"logprob": "-1"}, {}, 7]
+    collector = TokenCollector()
+    collector.feed({"choices": [{"index": 0, "token_ids": [1, 2, 3, 4, 5, 6],
+                                 "logprobs": {"content": entries}}]})  # fmt: skip
+    result = collector.result()
+    assert result is not None
+    assert result["choices"][0]["logprobs"] == [-0.5, 0, None, None, None, None]
+    collector = TokenCollector()
+    collector.feed({"choices": [{"token_ids": [1], "logprobs": {"content": [{"logprob": -0.25}]}}]})
+    assert (collector.result() or {})["choices"][0]["logprobs"] == [-0.25]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_relay_is_the_same_however_the_bytes_are_cut(seed):
     """The client's bytes and the tokens do not depend on where the upstream's reads end."""
