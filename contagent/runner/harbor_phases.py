@@ -32,7 +32,7 @@ from contagent.runner.harbor_task import HarborTask
 from contagent.runner.rollout import (
     RolloutPlan,
     RunContext,
-    _settings,
+    agent_settings,
     start_rollout_proxy,
 )
 from contagent.runner.sandbox import Sandbox
@@ -275,7 +275,9 @@ def run_phases(
         where: dict[str, Any] = {"workspace": workdir, "out_dir": OUT_DIR}
         if task.skills_path is not None:
             where.update(skills=image_skills(sb, task.skills_path), skills_dir=task.skills_path)
-        _, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name), **where)
+        _, launch, effective = agent_settings(
+            ctx, plan, agent, proxy.rollout_base_url(name), **where
+        )
         sb.put(_agent_files(task, agent, launch))
         _own_agent_files(sb, task, agent)
         out.setup_error = _wait_healthy(sb, task, ctx.cancel.is_set)

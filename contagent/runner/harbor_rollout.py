@@ -34,10 +34,10 @@ from contagent.runner.rollout import (
     LOG_DIR_STOP,
     RolloutPlan,
     RunContext,
-    _unwritable,
-    _write,
-    _write_json_atomic,
     token_totals,
+    unwritable,
+    write_file,
+    write_json_atomic,
 )
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def run_harbor_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     try:
         rpaths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _unwritable(rpaths.root, exc) from None
+        raise unwritable(rpaths.root, exc) from None
     t0, started = time.monotonic(), time.time()
     out = Outcome()
     error: str | None = None
@@ -108,8 +108,8 @@ def run_harbor_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     try:
         out_dir = collected / "out"
         report = agent.report(out_dir) if out_dir.is_dir() else AgentReport()
-        _write(ctx.paths.log(name), b"".join(line + b"\n" for line in report.events))
-        _write(ctx.paths.err(name), _read(out_dir / "agent.stderr").encode())
+        write_file(ctx.paths.log(name), b"".join(line + b"\n" for line in report.events))
+        write_file(ctx.paths.err(name), _read(out_dir / "agent.stderr").encode())
         cancelled = ctx.cancel_reason if ctx.cancel.is_set() else None
         status, error = _verdict(out, error, cancelled)
         stop_condition = "timeout" if status == "timeout" else (stop_here or report.stop_condition)
@@ -122,11 +122,11 @@ def run_harbor_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         verifier_log = _read(collected / "verifier" / "test-stdout.txt")
         text = f"== tests/test.sh (exit {out.codes.get('evaluate')}) ==\n{verifier_log}\n"
         text += f"== verdict: {status} ==\n" + (f"{error}\n" if error else "")
-        _write(ctx.paths.result_text(name), text.encode())
+        write_file(ctx.paths.result_text(name), text.encode())
         # the proxy writes the raw log at its first request; with none (the oracle) the log
         # is empty, so that the export and the validator still see and account for it
         if not rpaths.exchanges.exists():
-            _write(rpaths.exchanges, b"")
+            write_file(rpaths.exchanges, b"")
     finally:
         shutil.rmtree(collected, ignore_errors=True)
     tokens, wire = token_totals(rpaths.exchanges)
@@ -172,7 +172,7 @@ def run_harbor_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         reference_solution=runs_solution(agent),
         error=error,
     )
-    _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
+    write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
     return result
 
 

@@ -48,7 +48,7 @@ class LogDirError(ContagentError):
     exit_code = 1
 
 
-def _unwritable(path: Path, exc: OSError) -> LogDirError:
+def unwritable(path: Path, exc: OSError) -> LogDirError:
     return LogDirError(f"cannot write {path}: {exc.strerror or exc}")
 
 
@@ -93,7 +93,7 @@ class RunContext:
         }
 
 
-def _settings(
+def agent_settings(
     ctx: RunContext,
     plan: RolloutPlan,
     agent: Agent,
@@ -171,7 +171,7 @@ def token_totals(exchanges: Path) -> tuple[TokenTotals, dict[str, Any] | None]:
     ), wire
 
 
-def _write_json_atomic(path: Path, text: str) -> None:
+def write_json_atomic(path: Path, text: str) -> None:
     """All of ``text`` at ``path`` or nothing there: a half-written result.json would be
     read as no verdict at best."""
     tmp = path.with_name(path.name + ".tmp")
@@ -180,14 +180,14 @@ def _write_json_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise _unwritable(path, exc) from None
+        raise unwritable(path, exc) from None
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_file(path: Path, data: bytes) -> None:
     try:
         path.write_bytes(data)
     except OSError as exc:
-        raise _unwritable(path, exc) from None
+        raise unwritable(path, exc) from None
 
 
 def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any) -> Any:

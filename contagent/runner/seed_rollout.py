@@ -36,12 +36,12 @@ from contagent.runner.rollout import (
     LOG_DIR_STOP,
     RolloutPlan,
     RunContext,
-    _settings,
-    _unwritable,
-    _write,
-    _write_json_atomic,
+    agent_settings,
     start_rollout_proxy,
     token_totals,
+    unwritable,
+    write_file,
+    write_json_atomic,
 )
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     try:
         rpaths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _unwritable(rpaths.root, exc) from None
+        raise unwritable(rpaths.root, exc) from None
     t0 = time.monotonic()
     started = time.time()
     prefix = f"contagent-{cfg.run_id}-{name}"
@@ -125,7 +125,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
     try:
         net = docker_ops.create_network(ctx.client, prefix, ctx.labels(name, "network"))
         proxy = start_rollout_proxy(ctx, plan, name, net)
-        settings, launch, effective = _settings(ctx, plan, agent, proxy.rollout_base_url(name))
+        settings, launch, effective = agent_settings(ctx, plan, agent, proxy.rollout_base_url(name))
         for svc in exp.spec.services:
             docker_ops.start_service(
                 ctx.client,
@@ -197,8 +197,8 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         report = agent.report(out_dir) if out_dir.is_dir() else AgentReport()
         if report.error:
             outcome["agent_error"] = report.error
-        _write(ctx.paths.log(name), b"".join(line + b"\n" for line in report.events))
-        _write(ctx.paths.err(name), stderr)
+        write_file(ctx.paths.log(name), b"".join(line + b"\n" for line in report.events))
+        write_file(ctx.paths.err(name), stderr)
         if error is not None:
             status: RolloutStatus = "infra_error"
         else:
@@ -210,7 +210,9 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
             failure = server_failure(rpaths.raw_log)
             if failure is not None:
                 status, error, stop_condition = "infra_error", failure, LLM_SERVER_STOP
-        _write(ctx.paths.result_text(name), _result_text(out_dir, outcome, status, error).encode())
+        write_file(
+            ctx.paths.result_text(name), _result_text(out_dir, outcome, status, error).encode()
+        )
     finally:
         shutil.rmtree(collected, ignore_errors=True)
 
@@ -260,7 +262,7 @@ def run_rollout(ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         reference_solution=runs_solution(agent),
         error=error,
     )
-    _write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
+    write_json_atomic(rpaths.result, result.model_dump_json(indent=2, exclude_none=False))
     return result
 
 
