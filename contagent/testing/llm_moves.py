@@ -145,7 +145,8 @@ def _usage(
     }
 
 
-def _split(text: str, n: int) -> list[str]:
+def split_text(text: str, n: int) -> list[str]:
+    """``text`` in at most ``n`` pieces of one length (the last shorter), as a stream sends it."""
     if n <= 1 or len(text) <= 1:
         return [text]
     step = -(-len(text) // n)
@@ -249,7 +250,7 @@ def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
         elif kind == "frame":
             out.append(chunk({}, text))
         else:
-            for part in _split(text, reply.chunks):
+            for part in split_text(text, reply.chunks):
                 delta: dict[str, Any] = (
                     {"tool_calls": [{"index": calls, "function": {"arguments": part}}]}
                     if kind == "args"

@@ -18,7 +18,7 @@ import orjson
 
 from contagent.chat import route_ends_with
 from contagent.messages_api import is_messages_path
-from contagent.testing.llm_moves import Reply, StubRequest, _split
+from contagent.testing.llm_moves import Reply, StubRequest, split_text
 
 #: Reply.finish_reason (chat names) -> stop_reason; other values are sent as they are.
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
@@ -108,18 +108,18 @@ def _block_events(n: int, block: dict[str, Any], chunks: int) -> list[dict[str, 
     if kind == "thinking":
         start: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
         deltas += [
-            {"type": "thinking_delta", "thinking": p} for p in _split(block["thinking"], chunks)
+            {"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"], chunks)
         ]
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
     elif kind == "text":
         start = {"type": "text", "text": ""}
-        deltas += [{"type": "text_delta", "text": p} for p in _split(block["text"], chunks)]
+        deltas += [{"type": "text_delta", "text": p} for p in split_text(block["text"], chunks)]
     else:
         start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
         value = block["input"]
         arguments = value if isinstance(value, str) else orjson.dumps(value).decode()
         deltas += [
-            {"type": "input_json_delta", "partial_json": p} for p in _split(arguments, chunks)
+            {"type": "input_json_delta", "partial_json": p} for p in split_text(arguments, chunks)
         ]
     return [
         {"type": "content_block_start", "index": n, "content_block": start},

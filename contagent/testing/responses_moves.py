@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from contagent.responses import is_responses_path
-from contagent.testing.llm_moves import Reply, StubRequest, _split
+from contagent.testing.llm_moves import Reply, StubRequest, split_text
 
 
 def is_responses(req: StubRequest) -> bool:
@@ -114,7 +114,7 @@ def response_events(req: StubRequest, reply: Reply, rid: str) -> list[tuple[str,
         out.append(event("response.output_item.added", output_index=n, item=empty))
         if kind == "message":
             text = item["content"][0]["text"]
-            for part in _split(text, reply.chunks):
+            for part in split_text(text, reply.chunks):
                 out.append(
                     event(
                         "response.output_text.delta",
@@ -125,7 +125,7 @@ def response_events(req: StubRequest, reply: Reply, rid: str) -> list[tuple[str,
                     )
                 )
         elif kind == "function_call":
-            for part in _split(item["arguments"], reply.chunks):
+            for part in split_text(item["arguments"], reply.chunks):
                 out.append(
                     event(
                         "response.function_call_arguments.delta",
