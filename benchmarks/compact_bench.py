@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +29,8 @@ from contagent.layout import find_rollouts
 
 # the repository's tools/ (the corpus generator) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from measure import timed
+
 from tools.corpus import make_rollout
 
 
@@ -75,17 +75,6 @@ def speed(corpus: Path, scratch: Path) -> None:
     print("target: compaction at least 100 MB/s of plain input\n")
 
 
-def _timed(cmd: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds and peak RSS (MiB) of a command in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, max(after.ru_maxrss, before.ru_maxrss) / 1024
-
-
 def reading(corpus: Path, scratch: Path, repeat: int) -> None:
     plain = sum(p.exchanges.stat().st_size for p in find_rollouts([corpus]))
     packed = scratch / "packed"
@@ -108,7 +97,7 @@ def reading(corpus: Path, scratch: Path, repeat: int) -> None:
                     cmd += ["--jobs", "1"]
                 else:
                     cmd = [*me, "validate", str(out / "results.jsonl")]
-                wall, cpu, rss = _timed(cmd)
+                wall, cpu, rss = timed(cmd)
                 if form not in best or cpu < best[form][1]:
                     best[form] = (wall, cpu, rss)
         for form in ("plain", "compacted"):

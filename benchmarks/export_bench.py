@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +31,8 @@ import pyarrow.parquet as pq
 
 # the repository's tools/ (the rollout builders) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from measure import timed
+
 from tools.corpus import generate
 
 BARE = """
@@ -52,26 +52,6 @@ def env_of(src: Path, work: Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
-
-
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system, all processes) and peak RSS (MiB) of a command.
-
-    CPU seconds make the figures comparable on a machine that other work shares;
-    the RSS is that of the largest single process (a worker pool's processes are
-    counted one by one).
-    """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    # run outside any source tree: `python -m` puts the working folder first on sys.path,
-    # which would shadow the tree that PYTHONPATH names
-    subprocess.run(
-        cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/"
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, max(after.ru_maxrss, before.ru_maxrss) / 1024
 
 
 def main() -> int:

@@ -29,17 +29,17 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # the repository's tools/ (the corpus generator) is not part of the installed package
 sys.path.insert(0, str(REPO))
+from measure import timed  # noqa: E402
+
 from tools.corpus import generate, make_rollout  # noqa: E402
 
 HEAVY = (
@@ -68,25 +68,12 @@ print("heavy:" + ",".join(m for m in {heavy!r} if m in sys.modules), file=sys.st
 """
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system, every process) of a command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    # run outside any source tree: `python -m` puts the working folder first on sys.path
-    subprocess.run(
-        cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/"
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def best(cmd: list[str], env: dict[str, str], repeat: int, prepare: object = None) -> tuple:
     runs = []
     for _ in range(repeat):
         if callable(prepare):
             prepare()
-        runs.append(timed(cmd, env))
+        runs.append(timed(cmd, env)[:2])
     return min(runs)
 
 
