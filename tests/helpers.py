@@ -89,6 +89,18 @@ def export_and_validate(root: Path) -> dict[str, dict]:
     return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
 
 
+def cli_export_and_validate(src: Path, out: Path, *formats: str) -> dict[str, dict]:
+    """``contagent export SRC --out OUT --filter all`` (each of ``formats`` as a
+    ``--format``), then ``contagent validate``, both required to succeed; the rows by
+    rollout id."""
+    picked = [arg for name in formats for arg in ("--format", name)]
+    proc = cli("export", str(src), "--out", str(out), "--filter", "all", *picked)
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("validate", str(out / "results.jsonl"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+
+
 def assert_outcome(row: dict[str, Any], expected: Expected) -> None:
     """A sample's row has the outcome its generator declares."""
     assert row["training_ready"] is expected.training_ready, row["training_ready_reason"]

@@ -22,7 +22,7 @@ from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest, 
 from contagent.testing.messages_moves import is_messages
 from contagent.testing.players import FINISH, claude_code_outputs, terminal, tool_outputs
 from tests.e2e.test_harbor_e2e import MOVES, SECRET, TASKS
-from tests.helpers import cli, read_rows
+from tests.helpers import cli_export_and_validate
 
 pytestmark = pytest.mark.docker
 
@@ -80,16 +80,10 @@ def test_every_agent_runs_a_harbor_task_in_its_own_image_without_seeing_its_test
     assert first_outputs and all("No such file" in text for text in first_outputs)
     assert not any(SECRET in text for r in posts for text in _seen(r))
 
-    out = tmp_path / "export"
-    paths = RunPaths(tmp_path / "logs")
-    proc = cli("export", str(paths.rollouts_dir), "--out", str(out), "--filter", "all")
-    assert proc.returncode == 0, proc.stderr
-    rows = {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+    rows = cli_export_and_validate(RunPaths(tmp_path / "logs").rollouts_dir, tmp_path / "export")
     assert set(rows) == {f"hello-dockerfile__{name}" for name in AGENT_NAMES}
-    for name, row in rows.items():
-        assert row["passed"] is True and row["reward"] == 1.0, name
-        assert row["training_ready"] is True, (name, row["training_ready_reason"])
-    proc = cli("validate", str(out / "results.jsonl"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rollout_id, row in rows.items():
+        assert row["passed"] is True and row["reward"] == 1.0, rollout_id
+        assert row["training_ready"] is True, (rollout_id, row["training_ready_reason"])
     removed = gc_images(docker_client, owner)
     assert {r.image for r in summary.results} <= set(removed)

@@ -23,7 +23,7 @@ from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest, ToolCall
 from contagent.testing.players import codex_outputs
 from tests.harbor.helpers import write_task
-from tests.helpers import cli, read_rows
+from tests.helpers import cli_export_and_validate
 
 pytestmark = pytest.mark.docker
 
@@ -71,24 +71,10 @@ def test_codex_runs_a_harbor_task_without_seeing_its_tests(
 
     paths = RunPaths(tmp_path / "logs")
     out = tmp_path / "export"
-    proc = cli(
-        "export",
-        str(paths.rollouts_dir),
-        "--out",
-        str(out),
-        "--filter",
-        "all",
-        "--format",
-        "prime-sft",
-        "--format",
-        "atif",
-    )
-    assert proc.returncode == 0, proc.stderr
-    (row,) = read_rows(out / "results.jsonl")
+    rows = cli_export_and_validate(paths.rollouts_dir, out, "prime-sft", "atif")
+    (row,) = rows.values()
     assert row["training_ready"] is True, row["training_ready_reason"]
     assert row["passed"] is True and row["reward"] == 1.0
-    proc = cli("validate", str(out / "results.jsonl"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = orjson.loads((out / "atif" / f"{row['rollout_id']}.json").read_bytes())
     assert doc["agent"]["name"] == "codex" and doc["agent"]["version"] != "unknown"
     assert doc["extra"]["reward"] == 1.0 and doc["extra"]["passed"] is True
@@ -125,27 +111,14 @@ def test_oracle_solves_without_an_llm_and_is_never_training_ready(
 
     paths = RunPaths(tmp_path / "logs")
     out = tmp_path / "export"
-    proc = cli(
-        "export",
-        str(paths.rollouts_dir),
-        "--out",
-        str(out),
-        "--filter",
-        "all",
-        "--format",
-        "atif",
-    )
-    assert proc.returncode == 0, proc.stderr
+    rows = cli_export_and_validate(paths.rollouts_dir, out, "atif")
     index = orjson.loads((out / "atif" / "_index.json").read_bytes())
     assert index["written"] == []
     assert {e["rollout_id"] for e in index["left_out"]} == {"hello-dockerfile", "reward-json"}
     assert all("oracle" in e["reason"] for e in index["left_out"])
-    rows = {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
     assert set(rows) == {"hello-dockerfile", "reward-json"}
     for row in rows.values():
         assert row["training_ready"] is False and "oracle" in row["not_ready_kinds"]
-    proc = cli("validate", str(out / "results.jsonl"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     gc_images(docker_client, owner)
 
 
