@@ -17,7 +17,7 @@ def test_export_then_validate(samples: Path, tmp_path: Path) -> None:
         "rollouts read",
         "training-ready",
         "excluded: duplicate_retry",
-        "branches written",
+        "prime-sft: conversation branches",
         "tokens billed",
     ):
         assert label in proc.stderr

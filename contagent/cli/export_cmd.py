@@ -141,7 +141,7 @@ def _formats(
 
 def _summary_table(summary: Any) -> Table:
     """The export summary's counts, one a row."""
-    from contagent.formats import DOCUMENT_FORMATS
+    from contagent.formats import FORMAT_NAMES, rows_are
 
     table = Table(title=f"contagent export -> {summary.out_dir}", show_header=False)
     table.add_row("rollouts read", str(summary.rollouts_read))
@@ -153,19 +153,13 @@ def _summary_table(summary: Any) -> Table:
     for reason, n in sorted(summary.exclusions.items()):
         table.add_row(f"  excluded: {reason}", str(n))
     table.add_row("repairs", str(summary.repairs))
-    if summary.format_rows.keys() - {"tokens", *DOCUMENT_FORMATS}:
-        table.add_row(
-            "branches written",
-            f"{summary.branches_written} (from {summary.rollouts_written} rollouts)",
-        )
-    for name, kinds in sorted(summary.left_out.items()):
-        for kind, n in sorted(kinds.items()):
-            table.add_row(f"  left out of {name}: {kind}", str(n))
-    if "tokens" in summary.format_rows:
-        table.add_row("token samples written", str(summary.format_rows["tokens"]))
-    for name in DOCUMENT_FORMATS:
+    if summary.format_rows:
+        table.add_row("rollouts written", str(summary.rollouts_written))
+    for name in FORMAT_NAMES:
         if name in summary.format_rows:
-            table.add_row(f"{name} documents written", str(summary.format_rows[name]))
+            table.add_row(f"{name}: {rows_are(name)}", str(summary.format_rows[name]))
+            for kind, n in sorted(summary.left_out.get(name, {}).items()):
+                table.add_row(f"  left out: {kind}", str(n))
     tokens = summary.token_samples
     if tokens.rollouts:
         table.add_row("rollouts with token data", str(tokens.rollouts))

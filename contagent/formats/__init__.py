@@ -89,6 +89,11 @@ def document_format_named(name: str) -> DocumentFormat:
         raise ContagentError(_unknown(name)) from None
 
 
+def rows_are(name: str) -> str:
+    """What one record of format ``name`` is (a Parquet row or a document), in a few words."""
+    return format_named(name).rows_are if name in FORMATS else document_format_named(name).rows_are
+
+
 def _unknown(name: str) -> str:
     return f"unknown format {name!r} (known: {', '.join(FORMAT_NAMES)})"
 

@@ -207,6 +207,7 @@ class Atif:
 
     name = "atif"
     document_version = ATIF_VERSION
+    rows_are = "trajectories"
 
     def left_out_reason(self, row: dict[str, Any], filter: str) -> str | None:
         return left_out_reason(row, filter)

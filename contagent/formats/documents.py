@@ -24,6 +24,8 @@ class DocumentFormat(Protocol):
     """The ``--format`` value and the folder's name."""
     document_version: str
     """The version the documents declare (their own format's, e.g. ``ATIF-v1.8``)."""
+    rows_are: str
+    """What a document is, in a few words (e.g. ``trajectories``)."""
 
     def left_out_reason(self, row: dict[str, Any], filter: str) -> str | None:
         """Why ``--filter`` keeps ``row`` out, or None when it is selected."""

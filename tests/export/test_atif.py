@@ -241,7 +241,7 @@ def test_the_cli_writes_and_validates_the_folder(tmp_path: Path) -> None:
     proc = cli("export", str(runs), "--out", str(out), "--format", "atif", check=True)
     index = orjson.loads((out / "atif" / "_index.json").read_bytes())
     printed = proc.stdout + proc.stderr
-    assert re.search(rf"atif documents written\s*│\s*{len(index['written'])}\s", printed)
+    assert re.search(rf"atif: trajectories\s*│\s*{len(index['written'])}\s", printed)
     proc = cli("validate", str(out / "results.jsonl"), check=True)
     printed = " ".join((proc.stdout + proc.stderr).split())
     assert f"{len(index['written'])} documents): healthy" in printed

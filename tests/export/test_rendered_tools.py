@@ -16,7 +16,7 @@ from contagent.exporters.export import ExportOptions, export
 from contagent.formats import FORMATS
 from contagent.rules import Unrenderable, rendered_tools, trainer_tools
 from contagent.validate.check import validate
-from tests.helpers import REPO, builtin_tools_on_vllm
+from tests.helpers import REPO, builtin_tools_on_vllm, cli
 
 VLLM = {"name": "vllm", "version": "0.32.0"}
 EMPTY = {"type": "object", "properties": {}}
@@ -142,6 +142,23 @@ def test_an_unknown_rendering_leaves_the_rollout_out_of_both_formats(tmp_path: P
     for fmt in BOTH:
         assert set(_tools(out, fmt)) == {"clean_pass"}
     assert validate(out / "results.jsonl").ok
+
+
+def test_the_cli_table_counts_each_format_and_what_it_left_out(tmp_path: Path) -> None:
+    """One line per format written, with the kinds it left out beneath it."""
+    args = ["export", str(_rollouts(tmp_path, None)), "--out", str(tmp_path / "out")]
+    proc = cli(*args, "--format", "trl", "--format", "prime-sft", env={"COLUMNS": "120"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.strip("│ ") for line in proc.stderr.splitlines() if "│" in line]
+    labels = [line.split("│")[0].strip() for line in lines]
+    at = labels.index("prime-sft: conversation branches")
+    assert labels[at : at + 4] == [
+        "prime-sft: conversation branches",
+        "left out: unrenderable_tool",
+        "trl: conversation branches",
+        "left out: unrenderable_tool",
+    ]
+    assert labels[at - 1] == "rollouts written"
 
 
 def test_on_vllm_the_formats_hold_the_flattened_functions(tmp_path: Path) -> None:

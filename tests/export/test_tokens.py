@@ -352,7 +352,7 @@ def test_the_cli_exports_tokens_with_jobs_and_validates(token_runs: Path, tmp_pa
     args = ("--format", "tokens", "--format", "prime-sft", "--filter", "all", "--jobs", "2")
     proc = cli("export", str(token_runs), "--out", str(out), *args)
     assert proc.returncode == 0, proc.stderr
-    for label in ("token samples written", "prefix breaks", "no token samples: no_tokens"):
+    for label in ("tokens: token samples", "prefix breaks", "no token samples: no_tokens"):
         assert label in proc.stderr
     ok = cli("validate", str(out / "results.jsonl"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
