@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from contagent.compact import compact_dirs, compact_rollout
 from contagent.layout import find_rollouts
+from contagent.rawlog.compact import compact_dirs, compact_rollout
 
 # the repository's tools/ (the corpus generator) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

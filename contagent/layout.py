@@ -195,7 +195,7 @@ class DatasetFolderPaths:
 
         <root>/                                  e.g. OUT/prime-sft, OUT/trl
         ├── README.md                            dataset card: YAML (configs, features, splits) + prose
-        ├── images/*.png                         the card's charts (contagent.charts)
+        ├── images/*.png                         the card's charts (contagent.charts.export_charts)
         └── data/
             ├── train-00000-of-00002.parquet     shards, named the way the Hub names them
             └── train-00001-of-00002.parquet

@@ -1,9 +1,9 @@
 """The one version gate every reader of a versioned record uses.
 
 Each record kind has one version constant, next to its model: the raw log in
-:mod:`contagent.records`, ``result.json`` in :mod:`contagent.rollout_result`, the
-results row in :mod:`contagent.rows`, the dataset folders' records in
-:mod:`contagent.formats`.
+:mod:`contagent.rawlog.records`, ``result.json`` in :mod:`contagent.rawlog.result`, the
+results row in :mod:`contagent.core.rows`, the dataset folders' records in
+:mod:`contagent.export.formats`.
 Bumping a kind is a one-line change to its constant: a reader accepts every
 version from 1 up to the constant and refuses a newer one, with a message telling
 the user to upgrade.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runner container entrypoint. `contagent run` copies its in-container program
-# (contagent/runner/agent_main.py) and the rollout's settings into /contagent
+# (contagent/runner/lifecycle/agent_main.py) and the rollout's settings into /contagent
 # before starting the container, so the image only needs the pinned SDK.
 set -e
 if [ "$#" -eq 0 ]; then

@@ -79,7 +79,7 @@ def assert_same_as_generated(
 def export_and_validate(root: Path) -> dict[str, dict]:
     """Export every rollout under ``root`` (``--filter all``), require a healthy validation,
     and return the rows by rollout id."""
-    from contagent.exporters.export import ExportOptions, export
+    from contagent.export.exporter import ExportOptions, export
     from contagent.validate.check import validate
 
     out = root / "out"

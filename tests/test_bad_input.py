@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contagent.errors import ContagentError
-from contagent.rawlog import parse_exchanges
+from contagent.rawlog.read import parse_exchanges
 from tests.helpers import cli, read_rows
 
 

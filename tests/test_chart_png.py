@@ -6,8 +6,8 @@ import io
 
 from PIL import Image
 
-from contagent import chart_png
-from contagent.charts import _COLOR, bar, card_png, hist
+from contagent.charts import png as chart_png
+from contagent.charts.export_charts import _COLOR, bar, card_png, hist
 
 BLUE = (0x3B, 0x6E, 0xA5)
 

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from contagent.layout import RolloutPaths
-from contagent.records import outcome_record, request_record
+from contagent.rawlog.records import outcome_record, request_record
 
 
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contagent.core.rows import ResultRow
 from contagent.model_schema import model_schema
-from contagent.records import OutcomeRecord, RequestRecord
-from contagent.rollout_result import RolloutResult
-from contagent.rows import ResultRow
-from contagent.runner.experiment import EXPERIMENT_SCHEMA_FILE, ExperimentSpec
+from contagent.rawlog.records import OutcomeRecord, RequestRecord
+from contagent.rawlog.result import RolloutResult
+from contagent.runner.tasks.experiment import EXPERIMENT_SCHEMA_FILE, ExperimentSpec
 
 #: schema file name -> model. Add a line when a stage adds a record type.
 REGISTRY: dict[str, type[BaseModel]] = {

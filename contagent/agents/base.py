@@ -4,7 +4,7 @@ An agent is one module implementing :class:`Agent`. The host side (this
 package) never imports the agent itself: it says which image the agent runs
 in, what command starts it headless in the runner container with which
 settings, and how to read what it left in the container's ``/contagent/out``.
-The generic in-container driver (``contagent/runner/agent_main.py``) runs the
+The generic in-container driver (``contagent/runner/lifecycle/agent_main.py``) runs the
 phases (setup, agent, evaluate) the same way for every agent.
 """
 

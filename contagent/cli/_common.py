@@ -79,7 +79,7 @@ MAX_RAW_LOG_HELP = (
 
 def raw_log_limit(text: str | None) -> int:
     """The ``--max-raw-log`` given, or the readers' default."""
-    from contagent.rawlog import MAX_RAW_LOG_BYTES
+    from contagent.rawlog.read import MAX_RAW_LOG_BYTES
 
     return MAX_RAW_LOG_BYTES if text is None else parse_size(text, "--max-raw-log")
 

@@ -20,7 +20,7 @@ def compact(
 
     Exit 0 when every log is compacted (or already was), 1 when one was skipped or failed.
     """
-    from contagent.compact import Compaction, compact_dirs
+    from contagent.rawlog.compact import Compaction, compact_dirs
 
     def show(c: Compaction) -> None:
         if c.status == "compacted":

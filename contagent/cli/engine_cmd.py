@@ -32,7 +32,8 @@ def _gc(
     Without --run-id only runs whose driver process is gone from this host are cleaned;
     live runs are spared and said, runs of other hosts listed. --run-id removes exactly
     that run. --images also removes your cached Harbor task and agent-derived images."""
-    from contagent.runner import docker_ops, leftovers
+    from contagent.runner import docker_ops
+    from contagent.runner.stopping import leftovers
 
     who = owner or docker_ops.default_owner()
     done = run_guarded(lambda: leftovers.gc(who, run_id))
@@ -40,7 +41,7 @@ def _gc(
         console.print(Text(line), soft_wrap=True)
     console.print(f"removed {done.containers} containers, {done.networks} networks")
     if images:
-        from contagent.runner.agent_image import gc_images
+        from contagent.runner.images.agent_image import gc_images
 
         tags = run_guarded(lambda: gc_images(docker_ops.connect(), who))
         console.print(f"removed {len(tags)} cached images")
@@ -71,7 +72,7 @@ def _build(
     and pass that name to `contagent run` as --image AGENT=NAME.
     """
     from contagent.agents import get_agent
-    from contagent.runner.build import build_image
+    from contagent.runner.images.build import build_image
 
     names = agent or [DEFAULT_AGENT]
     if tag is not None and len(names) > 1:

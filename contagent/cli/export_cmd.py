@@ -86,7 +86,7 @@ def _export(
 ) -> None:
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
     lean_pyarrow()
-    from contagent.exporters.export import ExportOptions, export
+    from contagent.export.exporter import ExportOptions, export
 
     formats = _formats(format_names, rollout_filter, push_to_hub)
     if push_to_hub:
@@ -118,7 +118,7 @@ def _formats(
     given: list[str] | None, rollout_filter: str, push_to_hub: str | None
 ) -> tuple[str, ...]:
     """The dataset folders to write; a one-line error for options that do not go together."""
-    from contagent.formats import DOCUMENT_FORMATS, FORMAT_NAMES
+    from contagent.export.formats import DOCUMENT_FORMATS, FORMAT_NAMES
 
     given = given or ["prime-sft"]
     for name in given:
@@ -141,7 +141,7 @@ def _formats(
 
 def _summary_table(summary: Any) -> Table:
     """The export summary's counts, one a row."""
-    from contagent.formats import FORMAT_NAMES, rows_are
+    from contagent.export.formats import FORMAT_NAMES, rows_are
 
     table = Table(title=f"contagent export -> {summary.out_dir}", show_header=False)
     table.add_row("rollouts read", str(summary.rollouts_read))

@@ -36,7 +36,7 @@ def _run(config: RunConfig, progress: Progress, journal: RunLog) -> RunSummary:
     from rich.live import Live
 
     from contagent.runner.run import run_experiments
-    from contagent.runner.signals import signal_name, stop_on_signals, stop_signal
+    from contagent.runner.stopping.signals import signal_name, stop_on_signals, stop_signal
 
     with stop_on_signals(config.run_id, journal.line):
         try:

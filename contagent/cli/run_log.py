@@ -75,8 +75,8 @@ def open_journal(config: Any) -> RunLog:
 def exit_line(summary: Any) -> str | None:
     """The one line the run ends with on stderr, or None for a plain exit."""
     if summary.interrupted:
-        from contagent.runner.leftovers import describe
-        from contagent.runner.signals import signal_name
+        from contagent.runner.stopping.leftovers import describe
+        from contagent.runner.stopping.signals import signal_name
 
         cleaned = (
             "the run's containers and networks were removed"

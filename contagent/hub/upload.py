@@ -31,7 +31,7 @@ from typing_extensions import Unpack
 
 from contagent import __version__
 from contagent.errors import ContagentError
-from contagent.formats.folder import DatasetFolder, read_dataset_folder
+from contagent.export.formats.folder import DatasetFolder, read_dataset_folder
 from contagent.layout import DatasetFolderPaths, ExportPaths
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from contagent.proxy.recorder import verbatim
 from contagent.proxy.stream_state import StreamState, is_end_event
 from contagent.proxy.tokens import TokenAsk, TokenCollector
 from contagent.proxy.upstream import UpstreamConnection
-from contagent.records import completeness, outcome_record
+from contagent.rawlog.records import completeness, outcome_record
 
 log = logging.getLogger(__name__)
 

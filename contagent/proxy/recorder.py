@@ -14,8 +14,8 @@ checked on reopening to be as this proxy left it. ``contagent compact`` takes th
 same lock, so it never compacts a log being recorded; a rollout whose log was
 compacted is finished, and recording more of it is refused.
 
-Records are built by :func:`contagent.records.request_record` and
-:func:`contagent.records.outcome_record` (plain dicts: the hot path skips pydantic).
+Records are built by :func:`contagent.rawlog.records.request_record` and
+:func:`contagent.rawlog.records.outcome_record` (plain dicts: the hot path skips pydantic).
 """
 
 from __future__ import annotations

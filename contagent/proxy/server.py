@@ -42,7 +42,7 @@ from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.request import Request
 from contagent.proxy.tokens import TOKEN_ROUTE, TokenAsk, ask_for_tokens
 from contagent.proxy.upstream import tls_context
-from contagent.records import SAFE_HEADERS, request_record
+from contagent.rawlog.records import SAFE_HEADERS, request_record
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ in :mod:`.rendered_tools`; every name is
 importable from here.
 """
 
-from contagent.records import COMPLETE_FINISH_REASONS, completeness
+from contagent.rawlog.records import COMPLETE_FINISH_REASONS, completeness
 from contagent.rules.history import (
     Problem,
     Scan,

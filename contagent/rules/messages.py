@@ -1,7 +1,7 @@
 """Rules on single messages and responses: consumption keys, reasoning, tool arguments,
 the tool union and conversation extension; and the kinds a row may name. Completeness,
 which the recorder labels each outcome with, is defined beside the records
-(:func:`contagent.records.completeness`) and used from there."""
+(:func:`contagent.rawlog.records.completeness`) and used from there."""
 
 from __future__ import annotations
 

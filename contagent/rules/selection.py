@@ -9,7 +9,7 @@ from typing import Any
 
 from contagent.chat import CallKey, response_message, route_ends_with
 from contagent.messages_api import chat_messages, is_messages_path
-from contagent.records import completeness
+from contagent.rawlog.records import completeness
 from contagent.rules.history import Problem
 from contagent.rules.messages import carries, consumption_key, is_safe
 

@@ -14,7 +14,7 @@ from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
 from contagent.proxy.identify import TOKENS_MODES
 from contagent.proxy.upstream import tls_context
-from contagent.runner.leftovers import Driver
+from contagent.runner.stopping.leftovers import Driver
 
 #: Rollout statuses that ``--resume`` treats as finished (an infra error is retried).
 FINISHED_STATUSES = frozenset({"passed", "failed", "agent_error", "timeout"})

@@ -16,18 +16,19 @@ from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.proxy.identify import TokenPlan
-from contagent.rollout_result import RolloutResult
-from contagent.runner import docker_ops, leftovers
+from contagent.rawlog.result import RolloutResult
+from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
-from contagent.runner.executor import OnStarted, RolloutExecutor
-from contagent.runner.failfast import FailFast
-from contagent.runner.local_executor import LocalExecutor
+from contagent.runner.executors.executor import OnStarted, RolloutExecutor
+from contagent.runner.executors.local_executor import LocalExecutor
+from contagent.runner.lifecycle.rollout import LOG_DIR_STOP, LogDirError, RolloutPlan
 from contagent.runner.preflight import LlmServer, wait_until_ready
-from contagent.runner.rollout import LOG_DIR_STOP, LogDirError, RolloutPlan
-from contagent.runner.signals import signal_name, stop_signal
+from contagent.runner.stopping import leftovers
+from contagent.runner.stopping.failfast import FailFast
+from contagent.runner.stopping.signals import signal_name, stop_signal
 from contagent.runner.summary import RunEvent, RunSummary
-from contagent.runner.task_kind import Task
-from contagent.runner.tasks import agent_problems, discover_tasks, internet_note
+from contagent.runner.tasks.kinds import agent_problems, discover_tasks, internet_note
+from contagent.runner.tasks.task_kind import Task
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def open_executor(config: RunConfig, paths: RunPaths, on_started: OnStarted) -> 
     """The executor ``config`` asks for, its runner images checked; raises :class:`ContagentError`."""
     if config.ray_address is None:
         return LocalExecutor(config, paths, on_started)
-    from contagent.runner.ray_executor import RayExecutor
+    from contagent.runner.executors.ray_executor import RayExecutor
 
     return RayExecutor(config, paths, on_started)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contagent.rollout_result import RolloutResult
-from contagent.runner.experiment import ExperimentProblem
-from contagent.runner.signals import signal_name
+from contagent.rawlog.result import RolloutResult
+from contagent.runner.stopping.signals import signal_name
+from contagent.runner.tasks.experiment import ExperimentProblem
 
 
 @dataclass(frozen=True)

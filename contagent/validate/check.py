@@ -10,12 +10,12 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent import rules
-from contagent.derive import rollout_data
+from contagent.core.rows import read_results
 from contagent.errors import ContagentError
-from contagent.formats.base import RolloutData
+from contagent.export.derive import rollout_data
+from contagent.export.formats.base import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
-from contagent.rawlog import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
-from contagent.rows import read_results
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
 from contagent.rules import tokens as token_rules
 from contagent.validate.formats import check_format_folders
 from contagent.validate.invariants import row_problems

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from contagent.errors import ContagentError
-from contagent.formats import (
+from contagent.export.formats import (
     DOCUMENT_FORMATS,
     FILTER_KEY,
     FORMAT_NAMES,
@@ -31,8 +31,8 @@ from contagent.formats import (
     format_of,
     format_version,
 )
-from contagent.formats.base import RolloutData
-from contagent.formats.folder import read_dataset_folder
+from contagent.export.formats.base import RolloutData
+from contagent.export.formats.folder import read_dataset_folder
 from contagent.layout import ExportPaths
 from contagent.validate.documents import check_document_folder
 from contagent.validate.tokens import sample_problems

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from contagent import chat, rules
-from contagent.rawlog import RawRollout
+from contagent.core.trajectory import request_messages
+from contagent.rawlog.read import RawRollout
 from contagent.rules import accounting_problems
-from contagent.trajectory import request_messages
 
 _NO_KEYS: tuple[frozenset[Any], frozenset[str]] = (frozenset(), frozenset())
 

@@ -1,7 +1,7 @@
 """A results row checked field by field against the row derived again from its raw log.
 
-The row's shape is checked when it is read (:func:`contagent.rows.read_results`,
-from :class:`~contagent.rows.ResultRow`'s fields); here every field of the model is
+The row's shape is checked when it is read (:func:`contagent.core.rows.read_results`,
+from :class:`~contagent.core.rows.ResultRow`'s fields); here every field of the model is
 compared with the derivation.
 """
 
@@ -11,9 +11,9 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
-from contagent.derive import derive_row
-from contagent.rawlog import RawRollout
-from contagent.rows import ROW_KEYS, ResultRow
+from contagent.core.rows import ROW_KEYS, ResultRow
+from contagent.export.derive import derive_row
+from contagent.rawlog.read import RawRollout
 
 
 def _lists_of_entries() -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from array import array
 from collections import Counter
 from typing import Any
 
-from contagent.formats.base import RolloutData
+from contagent.export.formats.base import RolloutData
 from contagent.rules.tokens import StepTokens
 
 Problem = tuple[str | None, str]

@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from contagent import charts
+from contagent.charts import export_charts as charts
 from contagent.errors import ContagentError
-from contagent.rawlog import MAX_RAW_LOG_BYTES
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES
 from contagent.viewer import listing, rollout_view
 from contagent.viewer.source import Source, open_source
 

@@ -16,7 +16,7 @@ from typing import Any
 from contagent import chat
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
-from contagent.rawlog import MAX_RAW_LOG_BYTES, parse_exchanges, read_log_bytes
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES, parse_exchanges, read_log_bytes
 
 MAX_FILE_BYTES = 2 * 1024 * 1024  # of a run's .log/.result/.err, the last this many bytes
 

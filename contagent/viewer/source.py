@@ -1,11 +1,11 @@
 """Where the viewer's rows come from: an export's ``results.jsonl`` or a run's log dir.
 
 An export folder is indexed once per change of ``results.jsonl`` with the one
-results reader (:func:`contagent.rows.parse_results`): each row becomes a small
+results reader (:func:`contagent.core.rows.parse_results`): each row becomes a small
 :class:`Entry` (what the list needs), the rows' totals are summed with
-:func:`contagent.rows.summarize`, and each line's byte span is kept, so a
+:func:`contagent.core.rows.summarize`, and each line's byte span is kept, so a
 rollout's full row is re-read only when its page is opened. A log dir's rows are
-computed in memory with :func:`contagent.derive.build_row`, the exporter's own
+computed in memory with :func:`contagent.export.derive.build_row`, the exporter's own
 builder, again whenever a rollout's files change, so rollouts appear while a run
 is going. A line the reader refuses (a newer ``schema_version`` among them) is
 listed with its reason.
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contagent.derive import build_row
+from contagent.core.rows import RowSummary, parse_line, parse_results
 from contagent.errors import ContagentError
+from contagent.export.derive import build_row
 from contagent.layout import RAW_LOG_NAMES, ExportPaths, RolloutPaths, RunPaths
-from contagent.rawlog import MAX_RAW_LOG_BYTES
-from contagent.rows import RowSummary, parse_line, parse_results
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES
 
 RESULTS_NAME = ExportPaths.RESULTS_NAME
 RESCAN_S = 1.0  # a log dir is looked at again at most this often

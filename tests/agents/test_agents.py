@@ -22,9 +22,9 @@ from contagent.agents.mini_swe_agent import model_kwargs
 from contagent.agents.openhands import AGENT as OPENHANDS
 from contagent.agents.openhands import llm_kwargs
 from contagent.errors import ContagentError
-from contagent.rollout_result import RolloutResult
-from contagent.runner import agent_main
+from contagent.rawlog.result import RolloutResult
 from contagent.runner.config import LlmOptions, RunConfig, agent_images, rollout_name
+from contagent.runner.lifecycle import agent_main
 from contagent.testing.llm_stub import StubRequest
 from contagent.testing.players import any_agent, seen_secrets
 from tests.helpers import REPO
@@ -309,7 +309,7 @@ def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
 
 
 def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
-    from contagent.runner.seed_rollout import _verdict
+    from contagent.runner.lifecycle.seed_rollout import _verdict
 
     codes = {"exit_codes": {"setup": 0, "agent": 127, "evaluate": 1}}
     assert _verdict(codes, False, None, 0) == ("agent_error", "the agent exited 127")
@@ -320,8 +320,8 @@ def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
 
 
 def test_plans_name_rollouts_by_agent_only_when_there_are_several(tmp_path: Path) -> None:
-    from contagent.runner.experiment import discover_experiments
     from contagent.runner.run import plan_rollouts
+    from contagent.runner.tasks.experiment import discover_experiments
     from tests.helpers import REPO
 
     experiments, problems = discover_experiments(REPO / "experiments", ["exp_001"], REPO / "skills")

@@ -12,17 +12,17 @@ import orjson
 import pytest
 import zstandard
 
-from contagent.compact import compact_dirs, compact_rollout, compression_parameters
 from contagent.errors import ContagentError
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from contagent.layout import RolloutPaths, RunPaths
-from contagent.rawlog import read_exchanges, read_log_bytes
-from contagent.rollout_result import RolloutResult
-from contagent.runner.experiment import load_experiment
-from contagent.runner.failfast import server_failure
-from contagent.runner.rollout import RolloutPlan, token_totals
+from contagent.rawlog.compact import compact_dirs, compact_rollout, compression_parameters
+from contagent.rawlog.read import read_exchanges, read_log_bytes
+from contagent.rawlog.result import RolloutResult
+from contagent.runner.executors.transfer import land, pack
+from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
 from contagent.runner.run import _prepare
-from contagent.runner.transfer import land, pack
+from contagent.runner.stopping.failfast import server_failure
+from contagent.runner.tasks.experiment import load_experiment
 from contagent.validate.check import validate
 from contagent.viewer.rollout_view import raw_exchange
 from contagent.viewer.source import open_source

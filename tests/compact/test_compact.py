@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from contagent.compact import compact_dirs, compact_rollout
 from contagent.layout import RolloutPaths, find_rollouts
 from contagent.proxy.recorder import Recorder, RecordError
-from contagent.rawlog import read_log_bytes
+from contagent.rawlog.compact import compact_dirs, compact_rollout
+from contagent.rawlog.read import read_log_bytes
 from tests.helpers import REPO, cli
 from tools.corpus import make_rollout
 
@@ -116,7 +116,7 @@ def test_a_stale_temporary_file_is_overwritten(tmp_path: Path) -> None:
 _CHILD = """
 import sys, time
 from pathlib import Path
-from contagent.compact import compact_dirs
+from contagent.rawlog.compact import compact_dirs
 print("ready", flush=True)
 t = time.monotonic()
 compact_dirs([Path(sys.argv[1])])

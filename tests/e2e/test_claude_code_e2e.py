@@ -10,7 +10,7 @@ import pytest
 
 from contagent.agents.claude_code import AGENT as CLAUDE_CODE
 from contagent.layout import RunPaths
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.result import RolloutResult
 from contagent.testing.players import claude_code, seen_secrets
 from tests.helpers import cli, read_rows
 

@@ -17,8 +17,8 @@ import docker
 import pytest
 
 from contagent.layout import RolloutPaths
-from contagent.rawlog import read_exchanges
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.read import read_exchanges
+from contagent.rawlog.result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.testing.llm_stub import Reply
 from contagent.testing.players import mini

@@ -16,7 +16,7 @@ import pytest
 
 from contagent.agents import AGENTS
 from contagent.layout import RunPaths
-from contagent.runner.agent_image import DERIVED_REPO, gc_images
+from contagent.runner.images.agent_image import DERIVED_REPO, gc_images
 from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest, ToolCall
 from contagent.testing.messages_moves import is_messages

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.rollout_result import RolloutResult
-from contagent.runner.failfast import LLM_SERVER_STOP
+from contagent.rawlog.result import RolloutResult
+from contagent.runner.stopping.failfast import LLM_SERVER_STOP
 from contagent.testing.llm_stub import Reply, RunningStub, Script, start_stub_in_thread
 from tests.e2e.helpers import MODEL, REPO, chat_requests, copy_experiment, secret_player
 from tests.helpers import cli, free_port

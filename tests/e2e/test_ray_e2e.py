@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.rawlog import read_log_bytes
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.read import read_log_bytes
+from contagent.rawlog.result import RolloutResult
 from contagent.runner import docker_ops
 from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest
@@ -59,7 +59,7 @@ def scratch_cleanup(run_id: str) -> Iterator[None]:
 def harbor_images(docker_client: Any, owner: str) -> Iterator[None]:
     """The task images the nodes built for this test's owner are removed afterwards."""
     yield
-    from contagent.runner.agent_image import gc_images
+    from contagent.runner.images.agent_image import gc_images
 
     gc_images(docker_client, owner)
 

@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.rawlog import read_log_bytes
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.read import read_log_bytes
+from contagent.rawlog.result import RolloutResult
 from contagent.testing.llm_stub import Reply, RunningStub, Script
 from tests.e2e.helpers import (
     SECRET,
@@ -324,7 +324,7 @@ def test_ctrl_c_removes_everything(tmp_path: Path, stub_factory: StubFactory, ru
 
 def test_gc_removes_only_this_owners_leftovers(docker_client: Any, run_id: str, owner: str) -> None:
     from contagent.runner import docker_ops
-    from contagent.runner.leftovers import LABEL_HOST, LABEL_PID, LABEL_STARTED
+    from contagent.runner.stopping.leftovers import LABEL_HOST, LABEL_PID, LABEL_STARTED
     from tests.e2e.helpers import BASE_IMAGE
 
     # made by a driver on this host that is gone (no process has that start time)

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.result import RolloutResult
 from contagent.runner import docker_ops
-from contagent.runner.leftovers import LABEL_HOST, LABEL_PID, LABEL_STARTED
+from contagent.runner.stopping.leftovers import LABEL_HOST, LABEL_PID, LABEL_STARTED
 from contagent.testing.llm_stub import Reply
 from contagent.testing.players import mini
 from tests.e2e.helpers import BASE_IMAGE

@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats.atif import ATIF_VERSION, Atif, trajectory
-from contagent.formats.base import RolloutData
-from contagent.formats.documents import outcome
-from contagent.rawlog import read_exchanges
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats.atif import ATIF_VERSION, Atif, trajectory
+from contagent.export.formats.base import RolloutData
+from contagent.export.formats.documents import outcome
+from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import REPO, cli, read_rows
 from tools.rollouts import RolloutBuilder, assistant

@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from contagent import chat, rules
+from contagent.core.rows import SCHEMA_VERSION as ROW_SCHEMA_VERSION
 from contagent.errors import ContagentError
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from contagent.layout import find_rollouts
-from contagent.records import SCHEMA_VERSION
+from contagent.rawlog.records import SCHEMA_VERSION
 from contagent.responses import is_responses_path
-from contagent.rows import SCHEMA_VERSION as ROW_SCHEMA_VERSION
 from contagent.validate import check
 from contagent.validate.check import validate
 from tests.helpers import cli, read_rows

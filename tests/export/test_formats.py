@@ -9,11 +9,11 @@ import jsonschema
 import orjson
 import pyarrow.parquet as pq
 
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
-from contagent.records import OutcomeRecord, RequestRecord
-from contagent.rollout_result import RolloutResult
-from contagent.rows import ResultRow
+from contagent.core.rows import ResultRow
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats.prime_sft import PRIME_SFT_SCHEMA
+from contagent.rawlog.records import OutcomeRecord, RequestRecord
+from contagent.rawlog.result import RolloutResult
 from tests.helpers import read_rows
 from tools.schema_gen import SCHEMA_DIR, generate, render
 

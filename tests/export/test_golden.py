@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pyarrow.parquet as pq
 
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from tests.helpers import REPO, read_rows
 
 GOLDEN = REPO / "tests" / "golden"

@@ -82,7 +82,7 @@ def test_validation_catches_a_lost_messages_fact(
 ) -> None:
     """A tool error recorded as a success, or a prompt counted without its cached tokens,
     is a violation naming the rollout."""
-    from contagent.exporters.export import ExportOptions, export
+    from contagent.export.exporter import ExportOptions, export
     from contagent.validate.check import validate
 
     root, out = tmp_path / "samples", tmp_path / "out"

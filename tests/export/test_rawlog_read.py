@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from contagent import rawlog
 from contagent.errors import ContagentError
+from contagent.rawlog import read as rawlog
 
 
 def write_log(path: Path, lines: int, pad: int) -> bytes:

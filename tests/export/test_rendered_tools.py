@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from contagent import rules
-from contagent.exporters.dataset_folder import rows_to_batch
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats import FORMATS
+from contagent.export.dataset_folder import rows_to_batch
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats import FORMATS
 from contagent.rules import Unrenderable, rendered_tools, trainer_tools
 from contagent.validate.check import validate
 from tests.helpers import REPO, builtin_tools_on_vllm, cli

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contagent.resent import _NONCE, ResentHistory
+from contagent.rawlog.resent import _NONCE, ResentHistory
 
 Dump = Callable[[Any], bytes]
 SERIALISERS: dict[str, Dump] = {

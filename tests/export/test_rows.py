@@ -9,12 +9,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from contagent import rawlog, records, rollout_result, rows
-from contagent.derive import build_row
+from contagent.core import rows
 from contagent.errors import ContagentError
-from contagent.exporters.export import ExportOptions, export
-from contagent.exporters.summary import ExportSummary
+from contagent.export.derive import build_row
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.summary import ExportSummary
 from contagent.layout import RolloutPaths, find_rollouts
+from contagent.rawlog import read as rawlog
+from contagent.rawlog import records
+from contagent.rawlog import result as rollout_result
 from contagent.versions import NewerVersionError, check_version
 from tests.helpers import read_rows, write_rows
 
@@ -115,9 +118,10 @@ def test_summarize_gives_the_export_summary_its_totals(exported: Path) -> None:
 
 def test_the_viewer_imports_no_later_stage() -> None:
     code = (
-        "import sys, contagent.viewer.app, contagent.derive, contagent.rows;"
-        "print(sorted(m for m in sys.modules if m.startswith(('contagent.exporters', "
-        "'contagent.validate', 'contagent.cli'))))"
+        "import sys, contagent.viewer.app, contagent.export.derive, contagent.core.rows;"
+        "print(sorted(m for m in sys.modules if m.startswith(('contagent.export.', "
+        "'contagent.validate', 'contagent.cli')) and not m.startswith(("
+        "'contagent.export.derive', 'contagent.export.formats'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

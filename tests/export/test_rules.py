@@ -6,7 +6,7 @@ from pathlib import Path
 
 from contagent import rules
 from contagent.chat import USAGE_FIELDS
-from contagent.derive import build_row
+from contagent.export.derive import build_row
 from contagent.rules import history_keys, merge_tool_fragments, tool_protocol_problems
 from tools.rollouts import RolloutBuilder, assistant, call, parts
 
@@ -149,7 +149,7 @@ def test_fail_closed_gap_and_outcome_without_request_make_rollout_not_ready(tmp_
 
 def test_fail_closed_every_index_accounted_for_exactly_once(samples: Path) -> None:
     from contagent.layout import find_rollouts
-    from contagent.rawlog import read_exchanges
+    from contagent.rawlog.read import read_exchanges
     from contagent.validate.invariants import accounting_problems
 
     for paths in find_rollouts([samples]):
@@ -204,7 +204,7 @@ def test_truncation_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
 def test_token_identity(samples: Path) -> None:
     from contagent.chat import sum_usage, usage_counts
     from contagent.layout import find_rollouts
-    from contagent.rawlog import read_exchanges
+    from contagent.rawlog.read import read_exchanges
 
     for paths in find_rollouts([samples]):
         row = build_row(paths).row
@@ -260,7 +260,7 @@ def test_fail_closed_exporter_refuses_to_write_a_row_that_loses_an_exchange(
     import pytest
 
     from contagent.errors import ContagentError
-    from contagent.exporters.export import export
+    from contagent.export.exporter import export
 
     real = rules.select
 

@@ -11,9 +11,9 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats.tokens import TOKENS_SCHEMA
-from contagent.rawlog import read_exchanges
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats.tokens import TOKENS_SCHEMA
+from contagent.rawlog.read import read_exchanges
 from contagent.rules import tokens as rules
 from tests.helpers import REPO, read_rows
 from tools.token_rollouts import IM_END
@@ -335,7 +335,7 @@ def test_the_folder_loads_with_datasets(token_runs: Path, tmp_path: Path) -> Non
 
 
 def test_builder_records_fit_the_raw_log_models(token_runs: Path) -> None:
-    from contagent.records import OutcomeRecord, RequestRecord
+    from contagent.rawlog.records import OutcomeRecord, RequestRecord
 
     if "tokens" not in OutcomeRecord.model_fields:
         pytest.skip("these raw-log models predate token capture")
@@ -361,7 +361,7 @@ def test_the_cli_exports_tokens_with_jobs_and_validates(token_runs: Path, tmp_pa
 def test_a_row_of_an_older_version_reads_without_a_tokens_section(
     token_runs: Path, tmp_path: Path
 ) -> None:
-    from contagent.rows import SINCE_VERSION, parse_line
+    from contagent.core.rows import SINCE_VERSION, parse_line
 
     rows, _ = _export(token_runs, tmp_path / "out")
     row = {k: v for k, v in rows["prefix_kept"].items() if k != "tokens"}

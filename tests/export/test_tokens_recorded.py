@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
-from contagent.rawlog import read_exchanges
+from contagent.export.exporter import ExportOptions, export
+from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import REPO, read_rows
 

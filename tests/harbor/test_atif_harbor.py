@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from contagent.validate.check import validate
 from tests.helpers import REPO
 from tools.token_samples import build_token_rollouts

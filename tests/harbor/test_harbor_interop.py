@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.runner.harbor_task import load_harbor_task
+from contagent.runner.tasks.harbor_task import load_harbor_task
 from tests.harbor.helpers import TASKS, write_task
 
 pytestmark = pytest.mark.harbor

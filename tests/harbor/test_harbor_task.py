@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.runner.agent_image import derived_dockerfile
-from contagent.runner.harbor_reward import parse_reward
-from contagent.runner.harbor_task import (
+from contagent.runner.images.agent_image import derived_dockerfile
+from contagent.runner.tasks.harbor_reward import parse_reward
+from contagent.runner.tasks.harbor_task import (
     environment_hash,
     expand_env,
     load_harbor_task,
 )
-from contagent.runner.tasks import agent_problems, discover_tasks, internet_note
+from contagent.runner.tasks.kinds import agent_problems, discover_tasks, internet_note
 from tests.harbor.helpers import TASKS, write_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -237,7 +237,7 @@ def test_the_oracle_has_no_image_to_build() -> None:
 
 
 def test_the_skills_read_from_a_task_image_are_plain_names_sorted_and_bounded() -> None:
-    from contagent.runner.harbor_phases import SKILLS_LIMIT, image_skills
+    from contagent.runner.tasks.harbor_phases import SKILLS_LIMIT, image_skills
 
     class Listing:
         def __init__(self, text: str) -> None:

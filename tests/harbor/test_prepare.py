@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.result import RolloutResult
 from contagent.runner import run as run_module
 from contagent.runner.config import LlmOptions, RunConfig
-from contagent.runner.experiment import ExperimentProblem
-from contagent.runner.ray_prepare import node_problems
-from contagent.runner.rollout import RolloutPlan
+from contagent.runner.executors.ray_prepare import node_problems
+from contagent.runner.lifecycle.rollout import RolloutPlan
 from contagent.runner.run import run_experiments
+from contagent.runner.tasks.experiment import ExperimentProblem
 from tests.harbor.helpers import write_task
 
 NODES = [

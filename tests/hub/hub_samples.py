@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contagent.exporters.dataset_folder import ShardWriter, write_dataset_card
-from contagent.exporters.summary import ExportSummary
-from contagent.formats.prime_sft import PrimeSft
-from contagent.rows import TokenCounts, TokenUsage
+from contagent.core.rows import TokenCounts, TokenUsage
+from contagent.export.dataset_folder import ShardWriter, write_dataset_card
+from contagent.export.formats.prime_sft import PrimeSft
+from contagent.export.summary import ExportSummary
 
 TOOLS = [
     {

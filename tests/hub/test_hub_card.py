@@ -17,10 +17,10 @@ from hub_samples import build_folder, make_summary, sample_row
 from huggingface_hub import DatasetCard
 from huggingface_hub.repocard import metadata_load
 
-import contagent.exporters.dataset_folder as dataset_folder
+import contagent.export.dataset_folder as dataset_folder
 from contagent.errors import ContagentError
-from contagent.exporters.dataset_folder import ShardWriter, write_dataset_card
-from contagent.formats.prime_sft import COLUMN_DOCS, PRIME_SFT_SCHEMA, PrimeSft
+from contagent.export.dataset_folder import ShardWriter, write_dataset_card
+from contagent.export.formats.prime_sft import COLUMN_DOCS, PRIME_SFT_SCHEMA, PrimeSft
 
 FEATURES = Features.from_arrow_schema(PRIME_SFT_SCHEMA)
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contagent.errors import ContagentError
-from contagent.exporters.dataset_folder import ShardWriter
-from contagent.formats.folder import read_dataset_folder
-from contagent.formats.prime_sft import PRIME_SFT_SCHEMA
+from contagent.export.dataset_folder import ShardWriter
+from contagent.export.formats.folder import read_dataset_folder
+from contagent.export.formats.prime_sft import PRIME_SFT_SCHEMA
 from contagent.layout import DatasetFolderPaths
 
 shard_name = DatasetFolderPaths.shard_name

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from contagent.errors import ContagentError
-from contagent.exporters import card
-from contagent.exporters.card import CardFacts
-from contagent.exporters.dataset_folder import rows_to_batch
-from contagent.exporters.hub_meta import arrow_bytes, features_yaml
-from contagent.formats import FORMATS
+from contagent.export import card
+from contagent.export.card import CardFacts
+from contagent.export.dataset_folder import rows_to_batch
+from contagent.export.formats import FORMATS
+from contagent.export.hub_meta import arrow_bytes, features_yaml
 
 datasets = pytest.importorskip("datasets")
 table_cast = pytest.importorskip("datasets.table").table_cast

@@ -9,10 +9,10 @@ import pytest
 from fake_hub import FakeHub
 from hub_samples import build_folder
 
-from contagent.charts import summary_charts
+from contagent.charts.export_charts import summary_charts
+from contagent.core.rows import RowSummary
 from contagent.errors import ContagentError
 from contagent.hub.upload import push_export_to_hub, upload_dataset_folder
-from contagent.rows import RowSummary
 
 EXPORT_SUBDIR = "prime-sft"
 
@@ -232,7 +232,7 @@ def test_existing_repo_without_write_access_is_refused_before_lfs(
 def test_the_trl_folder_of_an_export_uploads_like_prime_sft(
     samples: Path, tmp_path: Path, fake_hub: FakeHub
 ) -> None:
-    from contagent.exporters.export import ExportOptions, export
+    from contagent.export.exporter import ExportOptions, export
 
     out = tmp_path / "out"
     export([samples], out, ExportOptions(filter="all", formats=("prime-sft", "trl")))

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from contagent.proxy import RunningProxy
-from contagent.records import OutcomeRecord, RequestRecord
+from contagent.rawlog.records import OutcomeRecord, RequestRecord
 
 CLIENT_KEY = "sk-client-SECRET-0123456789"
 UPSTREAM_KEY = "sk-upstream-SECRET-9876543210"

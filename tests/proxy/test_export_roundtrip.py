@@ -8,7 +8,7 @@ import sys
 
 import orjson
 
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.result import RolloutResult
 from contagent.testing.llm_stub import Error, Reply, ToolCall
 from tests.proxy.helpers import client, exchanges
 

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from contagent.rawlog import parse_exchanges
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.read import parse_exchanges
+from contagent.rawlog.result import RolloutResult
 from contagent.testing.llm_stub import Raw, Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
 from tests.proxy.helpers import (

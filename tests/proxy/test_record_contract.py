@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import orjson
 
-from contagent.records import OutcomeRecord, RequestRecord, outcome_record, request_record
+from contagent.rawlog.records import OutcomeRecord, RequestRecord, outcome_record, request_record
 from contagent.testing.llm_stub import Error, Reply, ToolCall
 from tests.proxy.helpers import client, json_stream_error
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contagent.rawlog import parse_exchanges
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.read import parse_exchanges
+from contagent.rawlog.result import RolloutResult
 from contagent.testing.llm_stub import Reply, ToolCall
 from tests.proxy.helpers import client, exchanges, export_one_and_validate
 

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
-from contagent.records import SCHEMA_VERSION
+from contagent.export.exporter import ExportOptions, export
+from contagent.rawlog.records import SCHEMA_VERSION
 from contagent.testing.llm_stub import (
     Reply,
     StubRequest,

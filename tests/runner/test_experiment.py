@@ -9,7 +9,11 @@ import jsonschema
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.runner.experiment import discover_experiments, experiment_schema, load_experiment
+from contagent.runner.tasks.experiment import (
+    discover_experiments,
+    experiment_schema,
+    load_experiment,
+)
 from tests.runner.helpers import write_experiment
 from tools.schema_gen import SCHEMA_DIR
 

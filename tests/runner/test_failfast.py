@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from contagent.errors import ContagentError
-from contagent.rollout_result import RolloutResult
-from contagent.runner.failfast import LLM_SERVER_STOP, FailFast, server_failure
+from contagent.rawlog.result import RolloutResult
+from contagent.runner.stopping.failfast import LLM_SERVER_STOP, FailFast, server_failure
 
 
 def write_log(path: Path, *outcomes: dict[str, Any] | None) -> Path:
@@ -192,9 +192,9 @@ class Executor:
 def hold_back_setup(
     tmp_path: Path, queued: int
 ) -> tuple[FailFast, Executor, list[Any], Any, list[Any]]:
-    from contagent.runner.experiment import load_experiment
-    from contagent.runner.rollout import RolloutPlan
+    from contagent.runner.lifecycle.rollout import RolloutPlan
     from contagent.runner.summary import RunSummary
+    from contagent.runner.tasks.experiment import load_experiment
     from tests.runner.helpers import write_experiment
 
     exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)

@@ -7,7 +7,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from contagent.runner import docker_ops, leftovers
+from contagent.runner import docker_ops
+from contagent.runner.stopping import leftovers
 
 
 @dataclass

@@ -10,13 +10,13 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.records import outcome_record, request_record
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.records import outcome_record, request_record
+from contagent.rawlog.result import RolloutResult
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
-from contagent.runner.experiment import load_experiment
-from contagent.runner.rollout import RolloutPlan, token_totals
+from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
+from contagent.runner.lifecycle.seed_rollout import _verdict
 from contagent.runner.run import _prepare
-from contagent.runner.seed_rollout import _verdict
+from contagent.runner.tasks.experiment import load_experiment
 from tests.helpers import cli
 from tests.runner.helpers import write_experiment
 

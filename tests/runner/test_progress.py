@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.live import Live
 
 from contagent.cli import run_view
-from contagent.rollout_result import RolloutResult, TokenTotals
+from contagent.rawlog.result import RolloutResult, TokenTotals
 from contagent.runner.progress import RunProgress
 from contagent.runner.summary import RunEvent, RunSummary
 

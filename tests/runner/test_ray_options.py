@@ -21,7 +21,7 @@ _NO_RAY = (
 def test_the_local_runner_never_imports_ray(tmp_path: Path) -> None:
     code = _NO_RAY + (
         "import contagent.cli, contagent.cli.run_cmd, contagent.runner.run\n"
-        "import contagent.runner.executor, contagent.runner.local_executor\n"
+        "import contagent.runner.executors.executor, contagent.runner.executors.local_executor\n"
         "from contagent.runner.config import LlmOptions, RunConfig\n"
         "from contagent.runner.run import open_executor\n"
         "assert 'ray' not in sys.modules\n"

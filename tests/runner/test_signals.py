@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from contagent.runner import leftovers, signals
+from contagent.runner.stopping import leftovers, signals
 from contagent.runner.summary import RunSummary
 
 

@@ -1,7 +1,7 @@
 """How a Ray rollout's files reach --log-dir: whole (every digest checked) or not at all.
 
 These run without Ray and without Docker: packing, checking and moving files in
-are plain functions of ``contagent.runner.transfer``.
+are plain functions of ``contagent.runner.executors.transfer``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.result import RolloutResult
 from contagent.runner.config import FINISHED_STATUSES, LlmOptions, RunConfig
-from contagent.runner.experiment import load_experiment
-from contagent.runner.rollout import RolloutPlan
-from contagent.runner.transfer import Shipment, land, pack, record_failure
+from contagent.runner.executors.transfer import Shipment, land, pack, record_failure
+from contagent.runner.lifecycle.rollout import RolloutPlan
+from contagent.runner.tasks.experiment import load_experiment
 from tests.helpers import REPO
 
 EXCHANGES = b'{"type":"request","index":0}\n{"type":"outcome","index":0}\n'

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from tests.helpers import REPO, builtin_tools_on_vllm
 
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contagent.derive import build_row
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats import DOCUMENT_FORMATS
-from contagent.formats.base import RolloutData
+from contagent.export.derive import build_row
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats import DOCUMENT_FORMATS
+from contagent.export.formats.base import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
 from contagent.validate.check import validate
 from contagent.validate.documents import check_document_folder, differences

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from huggingface_hub.repocard import metadata_load
 
-from contagent.exporters.dataset_folder import rows_to_batch
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats import FILTER_KEY, FORMATS
+from contagent.export.dataset_folder import rows_to_batch
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats import FILTER_KEY, FORMATS
 from contagent.validate.check import validate
 from tests.helpers import cli, read_rows
 
@@ -223,7 +223,7 @@ def test_cli_writes_both_formats_and_refuses_bad_combinations(
 
 
 def test_a_shard_of_a_newer_records_version_is_a_violation(samples: Path, tmp_path: Path) -> None:
-    from contagent.formats.prime_sft import SCHEMA_VERSION
+    from contagent.export.formats.prime_sft import SCHEMA_VERSION
 
     out = tmp_path / "out"
     export([samples], out, ExportOptions(filter="all"))

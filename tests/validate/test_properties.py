@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contagent import rules
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from contagent.validate.check import validate
 from tests.helpers import read_rows, write_rows
 from tools.rollouts import RolloutBuilder, assistant, call

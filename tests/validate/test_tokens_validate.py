@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import contagent.formats.tokens as fmt
-from contagent.exporters.export import ExportOptions, export
-from contagent.formats.base import RolloutData
-from contagent.formats.tokens import sample_record
-from contagent.rawlog import read_exchanges
+import contagent.export.formats.tokens as fmt
+from contagent.export.exporter import ExportOptions, export
+from contagent.export.formats.base import RolloutData
+from contagent.export.formats.tokens import sample_record
+from contagent.rawlog.read import read_exchanges
 from contagent.rules import tokens as rules
 from contagent.validate.check import validate
 from contagent.validate.tokens import sample_problems

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
+from contagent.export.exporter import ExportOptions, export
 from contagent.layout import RunPaths
 from contagent.viewer.app import Viewer
 from tests.viewer.helpers import SCRIPT, XSS_ID, serve, xss_rollout

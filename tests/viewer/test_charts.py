@@ -7,11 +7,11 @@ from pathlib import Path
 
 from PIL import Image
 
-from contagent import charts
-from contagent.exporters.summary import ExportSummary
-from contagent.formats.folder import read_dataset_folder
+from contagent.charts import export_charts as charts
+from contagent.core.rows import summarize
+from contagent.export.formats.folder import read_dataset_folder
+from contagent.export.summary import ExportSummary
 from contagent.hub.upload import _plan
-from contagent.rows import summarize
 from tests.helpers import cli
 
 
@@ -95,7 +95,7 @@ def test_the_export_card_shows_its_charts_and_an_upload_carries_them(tmp_path: P
 def test_an_export_draws_its_charts_once_for_every_format_folder(
     samples: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    from contagent.exporters.export import ExportOptions, export
+    from contagent.export.exporter import ExportOptions, export
 
     drawn: list[str] = []
     real = charts.card_png

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from contagent.charts import summary_charts
-from contagent.rows import summarize
+from contagent.charts.export_charts import summary_charts
+from contagent.core.rows import summarize
 from contagent.viewer.app import Viewer
 from tests.helpers import read_rows
 from tests.viewer.helpers import SCRIPT, XSS_ID, xss_rollout

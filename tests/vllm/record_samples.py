@@ -22,7 +22,7 @@ from pathlib import Path
 from contagent.layout import RolloutPaths
 from contagent.proxy import start_proxy_in_thread
 from contagent.proxy.identify import plan_tokens
-from contagent.rollout_result import RolloutResult
+from contagent.rawlog.result import RolloutResult
 from tests.vllm import server as vllm_server
 from tests.vllm.conversations import MODEL, SCENARIOS, Chat, Meta
 

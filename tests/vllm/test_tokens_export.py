@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from contagent.exporters.export import ExportOptions, export
-from contagent.rawlog import read_exchanges
+from contagent.export.exporter import ExportOptions, export
+from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import read_rows
 
@@ -108,7 +108,7 @@ def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Pa
     """(the tier's model, a folder of this module's rollouts, recorded through the session's
     proxy into the session's real server)."""
     from contagent.layout import RolloutPaths
-    from contagent.rollout_result import RolloutResult
+    from contagent.rawlog.result import RolloutResult
     from tests.vllm.conversations import MODEL, Chat
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,1 +1,0 @@
-"""Exporters: raw exchange logs -> results rows and training formats."""

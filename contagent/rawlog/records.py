@@ -1,0 +1,296 @@
+"""The raw exchange log: the contract between the recording proxy and the exporter.
+
+A rollout's ``exchanges.jsonl`` holds two kinds of line, both JSON objects:
+
+* a :class:`RequestRecord`, appended *before* the request is forwarded upstream;
+* an :class:`OutcomeRecord` with the same ``index``, appended when the exchange
+  ends, whichever way it ends.
+
+Indices are dense, 0-based and assigned in arrival order per rollout. A request
+without an outcome is what a crash leaves behind. Secrets never appear: only
+the headers in :data:`SAFE_HEADERS` are recorded, so ``Authorization``,
+``api-key``, ``x-api-key`` and cookies never are.
+
+``result.json`` beside the log (written by ``contagent run``) is a
+:class:`~contagent.rawlog.result.RolloutResult`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contagent.messages_api import FINISH_REASONS as MESSAGES_FINISH_REASONS
+from contagent.versions import version_field
+
+#: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
+#: ``server``.
+SCHEMA_VERSION = 2
+
+Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+#: Request headers that may be recorded (lower-case). Everything else is dropped,
+#: so a new secret-bearing header can never leak by default.
+SAFE_HEADERS: frozenset[str] = frozenset(
+    {
+        "content-type",
+        "accept",
+        "user-agent",
+        "x-stainless-retry-count",
+        "x-stainless-read-timeout",
+        "x-stainless-lang",
+        "x-stainless-package-version",
+        "x-stainless-runtime",
+        "x-stainless-runtime-version",
+        "x-stainless-os",
+        "x-stainless-arch",
+        "x-stainless-async",
+        "x-litellm-session-id",
+        "x-request-id",
+        "http-referer",
+        "x-title",
+        "openai-beta",
+        "anthropic-version",
+        "anthropic-beta",
+    }
+)
+
+
+class ServerInfo(BaseModel):
+    """Which inference server answered, as the proxy found out at start."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    name: str = Field(description="The server's kind, e.g. vllm.")
+    version: str | None = Field(None, description="The version it reports, e.g. 0.32.0.")
+
+
+class ChoiceTokens(BaseModel):
+    """The token data of one choice, as the server reported it."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    index: int = Field(ge=0, description="The choice's index (n > 1 gives several).")
+    token_ids: list[int] = Field(
+        description="The sampled token ids, in order (a stream's concatenated over its chunks)."
+    )
+    logprobs: list[float] | None = Field(
+        description="The sampler's logprob of each of token_ids (logprobs.content[].logprob); "
+        "null when the server reported none."
+    )
+
+
+class ExchangeTokens(BaseModel):
+    """Token data of a chat completion: prompt ids and each choice's sampled ids."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    prompt_token_ids: list[int] | None = Field(
+        description="The prompt after the chat template; null when the server reported none."
+    )
+    choices: list[ChoiceTokens] = Field(description="Per choice, in index order.")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    schema_version: int = version_field(SCHEMA_VERSION, "Raw log")
+    index: int = Field(ge=0, description="Dense 0-based per-rollout index, in arrival order.")
+    rollout_id: str = Field(description="The rollout this exchange belongs to.")
+
+
+class RequestRecord(_Record):
+    """What the client sent, written before anything is forwarded."""
+
+    type: Literal["request"] = "request"
+    time: float = Field(description="Unix time (s) the proxy received the request.")
+    method: str = Field(description="HTTP method, e.g. POST.")
+    path: str = Field(description="Upstream path with query, e.g. /v1/chat/completions.")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Safe request headers only (lower-case names); never credentials.",
+    )
+    body: Any = Field(
+        None,
+        description="The request body as sent on the wire, parsed as JSON with key order kept; "
+        "null when the body is empty or not JSON (see body_text).",
+    )
+    body_text: str | None = Field(
+        None, description="The raw body (UTF-8, errors replaced) when it is not JSON."
+    )
+    body_sha256: str = Field(description="SHA-256 of the exact request body bytes received.")
+    body_bytes: int = Field(ge=0, description="Length of the request body in bytes.")
+    stream: bool = Field(False, description="The client asked for a streamed (SSE) response.")
+    upstream_changes: list[str] = Field(
+        default_factory=list,
+        description="Changes the proxy made to the forwarded body, one entry per field it "
+        "added: 'stream_options.include_usage' when it asked the upstream for stream usage; "
+        "'return_token_ids', 'logprobs', 'top_logprobs' when it asked for token data.",
+    )
+    server: ServerInfo | None = Field(
+        None, description="The server the proxy forwards to, when it knows which it is."
+    )
+
+
+#: finish reasons that mean the model ended its turn on its own.
+COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
+#: the Messages API's stop reasons of the same meaning (its chat mapping gives them the above).
+MESSAGES_COMPLETE_STOPS = frozenset(MESSAGES_FINISH_REASONS)
+
+
+def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
+    """Is a response complete?  Returns ``(completed, why_not)``: an outcome record's
+    ``completed`` or ``incomplete``, and the exporter's reading of it.
+
+    Complete means HTTP 200, a parseable body, a Messages-API ``stop_reason`` of
+    end_turn/tool_use/stop_sequence, a Responses-API ``status`` absent
+    or ``completed``, no ``incomplete_details``, and every chat choice's
+    ``finish_reason`` in stop/tool_calls/function_call. Echoed request settings
+    such as ``truncation: "disabled"`` are settings, not truncation.
+    """
+    if status != 200:
+        return False, f"http status {status}"
+    if not isinstance(response, dict):
+        return False, "response body is not a JSON object"
+    if response.get("type") == "message":  # the Messages API, before its chat mapping
+        stop = response.get("stop_reason")
+        if stop not in MESSAGES_COMPLETE_STOPS:
+            return False, f"stop_reason {stop!r}"
+        return True, None
+    resp_status = response.get("status")
+    if resp_status is not None and resp_status != "completed":
+        return False, f"response status {resp_status!r}"
+    if response.get("incomplete_details"):
+        return False, "incomplete_details present"
+    choices = response.get("choices")
+    if choices is not None:
+        if not isinstance(choices, list) or not choices:
+            return False, "no choices"
+        for choice in choices:
+            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+            if reason not in COMPLETE_FINISH_REASONS:
+                return False, f"finish_reason {reason!r}"
+    elif response.get("object") != "response" and "output" not in response:
+        if "data" in response:  # e.g. /v1/models: complete, but not a generation
+            return True, None
+        return False, "neither choices nor output in response"
+    return True, None
+
+
+class OutcomeRecord(_Record):
+    """How the exchange ended."""
+
+    type: Literal["outcome"] = "outcome"
+    outcome: Outcome = Field(description="How the exchange ended.")
+    status: int | None = Field(
+        None, description="Upstream HTTP status; null when no upstream response arrived."
+    )
+    client_status: int | None = Field(
+        None, description="HTTP status the proxy sent to the client (502/504 for upstream faults)."
+    )
+    started: float = Field(description="Unix time (s) the request was forwarded.")
+    first_byte: float | None = Field(None, description="Unix time of the first response byte.")
+    ended: float = Field(description="Unix time (s) the exchange ended.")
+    response: Any = Field(
+        None,
+        description="The response body parsed as JSON; for streams, the reassembled "
+        "completion object (chat.completion shape with the joined message).",
+    )
+    response_text: str | None = Field(
+        None, description="The raw response body when it is not valid JSON."
+    )
+    stream_events: list[str] | None = Field(
+        None, description="For streams: each SSE data payload exactly as received, in order."
+    )
+    usage: dict[str, Any] | None = Field(None, description="Token usage reported by the server.")
+    finish_reasons: list[str | None] = Field(
+        default_factory=list, description="finish_reason of each choice, in choice order."
+    )
+    error: str | None = Field(None, description="What went wrong, for non-completed outcomes.")
+    tokens: ExchangeTokens | None = Field(
+        None,
+        description="Token ids and logprobs the server reported, counts as reported (the "
+        "exporter judges them); null or absent when the proxy did not record token data.",
+    )
+
+
+# Records as plain dicts, for the proxy's hot path and the test helpers alike (same
+# fields, same order as the models; a test validates them against the models).
+
+
+def request_record(
+    *,
+    index: int,
+    rollout_id: str,
+    time: float,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: Any,
+    body_text: str | None,
+    body_sha256: str,
+    body_bytes: int,
+    stream: bool,
+    upstream_changes: list[str],
+    server: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A :class:`~contagent.rawlog.records.RequestRecord` as a plain dict (same fields, same order)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": index,
+        "rollout_id": rollout_id,
+        "type": "request",
+        "time": time,
+        "method": method,
+        "path": path,
+        "headers": headers,
+        "body": body,
+        "body_text": body_text,
+        "body_sha256": body_sha256,
+        "body_bytes": body_bytes,
+        "stream": stream,
+        "upstream_changes": upstream_changes,
+        "server": server,
+    }
+
+
+def outcome_record(
+    *,
+    index: int,
+    rollout_id: str,
+    outcome: str,
+    status: int | None,
+    client_status: int | None,
+    started: float,
+    first_byte: float | None,
+    ended: float,
+    response: Any = None,
+    response_text: str | None = None,
+    stream_events: list[str] | None = None,
+    usage: dict[str, Any] | None = None,
+    finish_reasons: list[str | None] | None = None,
+    error: str | None = None,
+    tokens: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An :class:`~contagent.rawlog.records.OutcomeRecord` as a plain dict."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "index": index,
+        "rollout_id": rollout_id,
+        "type": "outcome",
+        "outcome": outcome,
+        "status": status,
+        "client_status": client_status,
+        "started": started,
+        "first_byte": first_byte,
+        "ended": ended,
+        "response": response,
+        "response_text": response_text,
+        "stream_events": stream_events,
+        "usage": usage,
+        "finish_reasons": finish_reasons if finish_reasons is not None else [],
+        "error": error,
+        "tokens": tokens,
+    }

@@ -1,0 +1,1 @@
+"""Images: the runner images (``contagent build``) and the task images with the agent layered on."""
