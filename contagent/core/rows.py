@@ -26,7 +26,7 @@ from contagent.chat import USAGE_FIELDS
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
 from contagent.rules import ExcludedReason, NotReadyKind
-from contagent.rules.tokens import TokenKind
+from contagent.rules.token_samples import TokenKind
 from contagent.versions import NewerVersionError, check_version, version_field
 
 #: The results row's version: the exporter writes it, every reader accepts 1 up to it.
@@ -62,11 +62,11 @@ class TokenUsage(BaseModel):
     excluded: TokenCounts = Field(default_factory=TokenCounts)
 
 
-class _Strict(BaseModel):
+class _RowModel(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
-class Step(_Strict):
+class Step(_RowModel):
     exchange_index: int = Field(ge=0, description="Index of the raw exchange this step is.")
     branch: int = Field(ge=0, description="Conversation branch (0-based) the step belongs to.")
     extends: int | None = Field(
@@ -85,7 +85,7 @@ class Step(_Strict):
     usage: dict[str, int] | None = Field(description="Usage of this exchange.")
 
 
-class Excluded(_Strict):
+class Excluded(_RowModel):
     exchange_index: int = Field(ge=0)
     reason: ExcludedReason
     duplicate_of: int | None = Field(
@@ -95,20 +95,20 @@ class Excluded(_Strict):
     usage: dict[str, int] | None
 
 
-class Repair(_Strict):
+class Repair(_RowModel):
     kind: Literal["merged_tool_fragments"]
     tool_call_id: str | None
     fragments: int = Field(ge=2, description="How many adjacent tool messages were merged.")
     first_exchange_index: int = Field(description="First request in which the repair was made.")
 
 
-class RawLogRef(_Strict):
+class RawLogRef(_RowModel):
     path: str = Field(description="Absolute path of the raw exchange log.")
     sha256: str
     bytes: int
 
 
-class TokenBreak(_Strict):
+class TokenBreak(_RowModel):
     exchange_index: int = Field(ge=0, description="The step whose prompt breaks the prefix.")
     branch: int = Field(ge=0)
     position: int = Field(
@@ -118,7 +118,7 @@ class TokenBreak(_Strict):
     )
 
 
-class TokenSection(_Strict):
+class TokenSection(_RowModel):
     """What the raw log's token data gives: the token samples of the kept steps, or why none."""
 
     kinds: list[TokenKind] = Field(
@@ -129,7 +129,7 @@ class TokenSection(_Strict):
     breaks: list[TokenBreak] = Field(description="Each prefix break, in step order.")
 
 
-class ResultRow(_Strict):
+class ResultRow(_RowModel):
     schema_version: int = version_field(SCHEMA_VERSION, "Results row")
     rollout_id: str
     model: str | None
@@ -269,7 +269,7 @@ def read_results(path: Path) -> list[ResultLine]:
     return list(parse_results(data))
 
 
-class GroupCounts(_Strict):
+class GroupCounts(_RowModel):
     rollouts: int = 0
     passed: int = 0
     training_ready: int = 0
@@ -279,7 +279,7 @@ class GroupCounts(_Strict):
 UNNAMED = "-"
 
 
-class TokenSummary(_Strict):
+class TokenSummary(_RowModel):
     """The rows' tokens sections, counted."""
 
     rollouts: int = Field(0, description="Rollouts whose raw log holds token data.")

@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from contagent.export.export_summary import ExportSummary
 from contagent.export.formats import Format
 from contagent.export.hub_meta import features_yaml
-from contagent.export.summary import ExportSummary
 
 TAGS = ["contagent", "agent-trajectories", "tool-calling", "sft", "code"]
 TASK_CATEGORIES = ["text-generation"]

@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 
 from contagent.charts.export_charts import CardImage, card_images, write_card_charts
 from contagent.errors import ContagentError
+from contagent.export.export_summary import ExportSummary
 from contagent.export.formats import Format
 from contagent.export.formats.folder import parquet_metadata
 from contagent.export.formats.prime_sft import PRIME_SFT_SCHEMA
-from contagent.export.summary import ExportSummary
 from contagent.layout import DatasetFolderPaths
 
 DATA_DIR = DatasetFolderPaths.DATA_DIR

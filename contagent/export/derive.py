@@ -20,10 +20,10 @@ from contagent import chat, rules
 from contagent.core.rows import SCHEMA_VERSION
 from contagent.core.trajectory import branch_ids
 from contagent.errors import ContagentError
-from contagent.export.formats.base import RolloutData
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import RolloutPaths
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
-from contagent.rules import tokens as token_rules
+from contagent.rules import token_samples as token_rules
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Derived:
 
     row: dict[str, Any]
     branch_tools: dict[int, list[dict[str, Any]]]
-    tokens: token_rules.TokenPlan | None = None
+    tokens: token_rules.TokenSamples | None = None
 
 
 def _views(raw: RawRollout) -> tuple[list[rules.View], dict[int, rules.Scan], list[dict[str, Any]]]:
@@ -286,7 +286,7 @@ def rollout_data(
     result: dict[str, Any],
     steps: list[dict[str, Any]],
     branch_tools: dict[int, list[dict[str, Any]]],
-    tokens: token_rules.TokenPlan | None,
+    tokens: token_rules.TokenSamples | None,
 ) -> RolloutData:
     """What the formats take from the raw log and ``result.json`` besides a row's fields
     (the exporter and the validator both build it here)."""

@@ -22,6 +22,7 @@ from contagent.errors import ContagentError
 from contagent.export.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
 from contagent.export.derive import build_row
 from contagent.export.document_folder import DocumentWriter
+from contagent.export.export_summary import ExportSummary
 from contagent.export.formats import (
     DOCUMENT_FORMATS,
     FILTER_KEY,
@@ -30,7 +31,6 @@ from contagent.export.formats import (
     format_named,
 )
 from contagent.export.formats.documents import outcome
-from contagent.export.summary import ExportSummary
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES
 

@@ -26,7 +26,7 @@ from typing import Protocol, cast
 
 import httptools
 
-from contagent.proxy.http1 import NO_BODY_STATUS, Limits, error_body, response_head, tokens
+from contagent.proxy.http1 import NO_BODY_STATUS, Limits, error_body, header_tokens, response_head
 from contagent.proxy.request import Request, Responder
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ class ClientConnection(asyncio.Protocol):
         for name, value in self._headers:  # one pass: this runs for every request
             low = name.lower()
             if low == b"transfer-encoding":
-                if tokens((value,)) - {b"chunked"}:
+                if header_tokens((value,)) - {b"chunked"}:
                     self._stop(501, "only the chunked transfer coding is supported")
             elif low == b"expect" and value.strip().lower() == b"100-continue":
                 expect = True

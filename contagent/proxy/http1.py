@@ -69,7 +69,7 @@ def error_body(status: int, message: str, kind: str = "upstream_error") -> bytes
     return orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
 
 
-def tokens(values: Iterable[bytes]) -> set[bytes]:
+def header_tokens(values: Iterable[bytes]) -> set[bytes]:
     """The lower-cased comma-separated tokens of header values (``Connection``, ``TE``...)."""
     out: set[bytes] = set()
     for value in values:
@@ -111,7 +111,7 @@ def relayed_response_headers(
         elif low == b"connection":
             named.append(value)
     if named:  # rare: what a Connection header names is hop-by-hop too
-        drop = tokens(named)
+        drop = header_tokens(named)
         if keep_length:
             drop.discard(b"content-length")
         out = [(n, v) for n, v in out if n.lower() not in drop]
@@ -327,7 +327,7 @@ def upstream_request_head(
         elif low == b"connection":
             named.append(value)
     if named:  # rare: what a Connection header names is hop-by-hop too
-        named_drop = drop | tokens(named)
+        named_drop = drop | header_tokens(named)
         head[1:] = [n + b": " + v + b"\r\n" for n, v in headers if n.lower() not in named_drop]
     head.append(b"Accept-Encoding: identity\r\n")
     head.append(extra)

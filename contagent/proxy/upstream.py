@@ -27,7 +27,7 @@ from typing import Protocol, cast
 import httptools
 
 from contagent.errors import ContagentError
-from contagent.proxy.http1 import NO_BODY_STATUS, BodyDecoder, body_decoder, tokens
+from contagent.proxy.http1 import NO_BODY_STATUS, BodyDecoder, body_decoder, header_tokens
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class UpstreamConnection(asyncio.Protocol):
         for name, value in headers:  # one pass: this runs for every answer
             low = name.lower()
             if low == b"transfer-encoding":
-                if tokens((value,)) != {b"chunked"}:
+                if header_tokens((value,)) != {b"chunked"}:
                     self._fail("upstream used a transfer coding other than chunked", False)
                     return
                 framed = True

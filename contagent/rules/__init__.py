@@ -7,7 +7,7 @@ judgement the recorder shares, :func:`completeness` (an outcome's ``completed``
 or ``incomplete``), is defined beside the records and re-exported here.
 
 The rules live in three modules by scope (:mod:`.messages`, :mod:`.selection`,
-:mod:`.rollout`), the request-history scan in :mod:`.history` and the tools the model saw
+:mod:`.rollout_level`), the request-history scan in :mod:`.history` and the tools the model saw
 in :mod:`.rendered_tools`; every name is
 importable from here.
 """
@@ -44,7 +44,7 @@ from contagent.rules.rendered_tools import (
     rendered_tools,
     trainer_tools,
 )
-from contagent.rules.rollout import (
+from contagent.rules.rollout_level import (
     RESULT_FIELDS,
     accounting_problems,
     final_cut,

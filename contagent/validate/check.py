@@ -13,10 +13,10 @@ from contagent import rules
 from contagent.core.rows import read_results
 from contagent.errors import ContagentError
 from contagent.export.derive import rollout_data
-from contagent.export.formats.base import RolloutData
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
-from contagent.rules import tokens as token_rules
+from contagent.rules import token_samples as token_rules
 from contagent.validate.formats import check_format_folders
 from contagent.validate.invariants import row_problems
 from contagent.validate.rowcheck import derived_problems
@@ -157,7 +157,7 @@ def _check_row(
     return rollout_data(raw, result, row["steps"], tools, _token_plan(row, raw))
 
 
-def _token_plan(row: dict[str, Any], raw: RawRollout) -> token_rules.TokenPlan | None:
+def _token_plan(row: dict[str, Any], raw: RawRollout) -> token_rules.TokenSamples | None:
     """The token samples rebuilt from the raw log, for the row's steps (checked above)."""
     if not token_rules.has_token_data(raw.outcomes):
         return None

@@ -1,7 +1,7 @@
 """Folder-level checks: every dataset folder an export wrote, against the rows.
 
 Document folders (one JSON file per rollout) are checked by
-:mod:`contagent.validate.documents`; the rest of this module is about Parquet folders.
+:mod:`contagent.validate.document_folders`; the rest of this module is about Parquet folders.
 
 For each format folder: its shard set is complete and readable, every shard has the
 format's schema and records the ``--filter`` the export used (read from the shards,
@@ -31,11 +31,11 @@ from contagent.export.formats import (
     format_of,
     format_version,
 )
-from contagent.export.formats.base import RolloutData
 from contagent.export.formats.folder import read_dataset_folder
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import ExportPaths
-from contagent.validate.documents import check_document_folder
-from contagent.validate.tokens import sample_problems
+from contagent.validate.document_folders import check_document_folder
+from contagent.validate.token_invariants import sample_problems
 
 Problem = tuple[str | None, str]
 """(rollout id or None for the folder as a whole, reason)."""

@@ -26,7 +26,7 @@ def pretty(value: Any) -> str:
 
 
 @dataclass
-class ToolCall:
+class ToolCallView:
     id: str | None
     name: str | None
     arguments: str  # pretty-printed JSON, or the raw string when it is not JSON
@@ -38,7 +38,7 @@ class Message:
     role: str
     text: str
     reasoning: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ToolCallView] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
     merged_fragments: int | None = None  # a tool output merged from this many fragments
@@ -55,7 +55,7 @@ def message(msg: Any, repairs: dict[str, int]) -> Message:
             args, ok = pretty(json.loads(raw if isinstance(raw, str) else "")), True
         except (TypeError, ValueError):
             args, ok = (raw if isinstance(raw, str) else pretty(raw)), False
-        calls.append(ToolCall(_str(call.get("id")), chat.call_name(call), args, ok))
+        calls.append(ToolCallView(_str(call.get("id")), chat.call_name(call), args, ok))
     reasoning = msg.get("reasoning_content", msg.get("reasoning"))
     call_id = _str(msg.get("tool_call_id"))
     return Message(

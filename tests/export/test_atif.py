@@ -14,8 +14,8 @@ import pytest
 from contagent.errors import ContagentError
 from contagent.export.exporter import ExportOptions, export
 from contagent.export.formats.atif import ATIF_VERSION, Atif, trajectory
-from contagent.export.formats.base import RolloutData
 from contagent.export.formats.documents import outcome
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import REPO, cli, read_rows

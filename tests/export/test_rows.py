@@ -12,8 +12,8 @@ import pytest
 from contagent.core import rows
 from contagent.errors import ContagentError
 from contagent.export.derive import build_row
+from contagent.export.export_summary import ExportSummary
 from contagent.export.exporter import ExportOptions, export
-from contagent.export.summary import ExportSummary
 from contagent.layout import RolloutPaths, find_rollouts
 from contagent.rawlog import read as rawlog
 from contagent.rawlog import records

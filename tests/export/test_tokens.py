@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from contagent.export.exporter import ExportOptions, export
-from contagent.export.formats.tokens import TOKENS_SCHEMA
+from contagent.export.formats.tokens_format import TOKENS_SCHEMA
 from contagent.rawlog.read import read_exchanges
-from contagent.rules import tokens as rules
+from contagent.rules import token_samples as rules
 from tests.helpers import REPO, read_rows
 from tools.token_rollouts import IM_END
 from tools.token_samples import TOKEN_SCENARIOS, build_token_rollouts

@@ -8,8 +8,8 @@ from typing import Any
 
 from contagent.core.rows import TokenCounts, TokenUsage
 from contagent.export.dataset_folder import ShardWriter, write_dataset_card
+from contagent.export.export_summary import ExportSummary
 from contagent.export.formats.prime_sft import PrimeSft
-from contagent.export.summary import ExportSummary
 
 TOOLS = [
     {

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from contagent.export.derive import build_row
 from contagent.export.exporter import ExportOptions, export
 from contagent.export.formats import DOCUMENT_FORMATS
-from contagent.export.formats.base import RolloutData
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
 from contagent.validate.check import validate
-from contagent.validate.documents import check_document_folder, differences
+from contagent.validate.document_folders import check_document_folder, differences
 from tests.helpers import read_rows
 from tools.token_samples import build_token_rollout
 

@@ -12,14 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import contagent.export.formats.tokens as fmt
+import contagent.export.formats.tokens_format as fmt
 from contagent.export.exporter import ExportOptions, export
-from contagent.export.formats.base import RolloutData
-from contagent.export.formats.tokens import sample_record
+from contagent.export.formats.rollout_data import RolloutData
+from contagent.export.formats.tokens_format import sample_record
 from contagent.rawlog.read import read_exchanges
-from contagent.rules import tokens as rules
+from contagent.rules import token_samples as rules
 from contagent.validate.check import validate
-from contagent.validate.tokens import sample_problems
+from contagent.validate.token_invariants import sample_problems
 from tests.helpers import REPO, read_rows, write_rows
 from tools.token_samples import build_token_rollouts
 

@@ -9,8 +9,8 @@ from PIL import Image
 
 from contagent.charts import export_charts as charts
 from contagent.core.rows import summarize
+from contagent.export.export_summary import ExportSummary
 from contagent.export.formats.folder import read_dataset_folder
-from contagent.export.summary import ExportSummary
 from contagent.hub.upload import _plan
 from tests.helpers import cli
 

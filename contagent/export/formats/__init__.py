@@ -14,10 +14,10 @@ import pyarrow as pa
 
 from contagent.errors import ContagentError
 from contagent.export.formats.atif import Atif
-from contagent.export.formats.base import RolloutData
 from contagent.export.formats.documents import DocumentFormat
 from contagent.export.formats.prime_sft import SCHEMA_VERSION, PrimeSft
-from contagent.export.formats.tokens import Tokens
+from contagent.export.formats.rollout_data import RolloutData
+from contagent.export.formats.tokens_format import Tokens
 from contagent.export.formats.trl import Trl
 from contagent.versions import check_version
 

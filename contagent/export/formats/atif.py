@@ -27,10 +27,10 @@ from typing import Any
 
 from contagent.core.trajectory import Turn, branch_turns
 from contagent.errors import ContagentError
-from contagent.export.formats.base import RolloutData
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.trl import object_arguments
 from contagent.rules import selected_for_training
-from contagent.rules.tokens import StepTokens
+from contagent.rules.token_samples import StepTokens
 
 #: The ATIF version the documents declare (the newest Harbor 0.26 reads).
 ATIF_VERSION = "ATIF-v1.8"

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from contagent.errors import ContagentError
-from contagent.export.formats.base import RolloutData
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import DocumentFolderPaths
 
 
@@ -37,21 +37,21 @@ class DocumentFormat(Protocol):
         ...
 
 
-class _Strict(BaseModel):
+class _IndexModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Written(_Strict):
+class Written(_IndexModel):
     rollout_id: str
     file: str
 
 
-class LeftOut(_Strict):
+class LeftOut(_IndexModel):
     rollout_id: str
     reason: str
 
 
-class DocumentIndex(_Strict):
+class DocumentIndex(_IndexModel):
     """``_index.json``: what the export chose, wrote and left out, in results.jsonl order."""
 
     format: str

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from contagent.chat import sum_usage
 from contagent.core.trajectory import branch_conversations
-from contagent.export.formats.base import RolloutData
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
 
 #: The version of the dataset folders' records (every format's), written in each shard.

@@ -15,7 +15,6 @@ import orjson
 import pyarrow as pa
 
 from contagent.errors import ContagentError
-from contagent.export.formats.base import RolloutData
 from contagent.export.formats.prime_sft import (
     ABOUT,
     PRIME_SFT_SCHEMA,
@@ -24,6 +23,7 @@ from contagent.export.formats.prime_sft import (
     schema_metadata,
 )
 from contagent.export.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
+from contagent.export.formats.rollout_data import RolloutData
 from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
 
 _JSON = pa.json_()

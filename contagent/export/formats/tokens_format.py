@@ -3,7 +3,7 @@
 The columns are those of prime-rl's ``TrainingSample`` (``token_ids``, ``mask``,
 ``logprobs``, ``temperatures``, ``env_name``, ``reward``) plus what names the sample
 and says how it was sampled. Every token is one the inference server reported, at
-the position it reported: see :mod:`contagent.rules.tokens` for how samples are cut.
+the position it reported: see :mod:`contagent.rules.token_samples` for how samples are cut.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from contagent.export.formats.base import RolloutData
 from contagent.export.formats.prime_sft import schema_metadata
-from contagent.rules.tokens import Sample, sample_tokens, selected_for_tokens
+from contagent.export.formats.rollout_data import RolloutData
+from contagent.rules.token_samples import Sample, sample_tokens, selected_for_tokens
 
 TOKENS_SCHEMA = pa.schema(
     [

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contagent.rules.rendered_tools import TrainerTools
-from contagent.rules.tokens import TokenPlan
+from contagent.rules.token_samples import TokenSamples
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class RolloutData:
     trainer_tools: TrainerTools = field(default_factory=TrainerTools)
     """Per branch, the function tools the model saw (:func:`contagent.rules.trainer_tools`),
     or why they are not known."""
-    tokens: TokenPlan | None = None
+    tokens: TokenSamples | None = None
     """The token samples; None when the raw log holds no token data."""
     cached_tokens: dict[int, int] = field(default_factory=dict)
     """Per kept step (exchange index), the prompt tokens its usage says were cache hits."""

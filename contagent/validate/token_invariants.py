@@ -14,8 +14,8 @@ from array import array
 from collections import Counter
 from typing import Any
 
-from contagent.export.formats.base import RolloutData
-from contagent.rules.tokens import StepTokens
+from contagent.export.formats.rollout_data import RolloutData
+from contagent.rules.token_samples import StepTokens
 
 Problem = tuple[str | None, str]
 

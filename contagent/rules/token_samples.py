@@ -64,7 +64,7 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class TokenPlan:
+class TokenSamples:
     """A rollout's token samples, or why its kept steps give none."""
 
     problems: tuple[Problem, ...]
@@ -239,7 +239,7 @@ def first_difference(prompt: list[int], before: StepTokens) -> int | None:
     return min(len(prompt), len(expected))
 
 
-def plan_samples(steps: list[StepTokens], branches: int) -> TokenPlan:
+def plan_samples(steps: list[StepTokens], branches: int) -> TokenSamples:
     """Cut sound steps (in row order, each after the step it extends) into samples."""
     by_index = {s.index: s for s in steps}
     head: dict[int, int] = {}  # step -> the first step of the prefix run through it
@@ -263,7 +263,7 @@ def plan_samples(steps: list[StepTokens], branches: int) -> TokenPlan:
             if ends_run:
                 samples.append(Sample(branch, counts[branch], _run(step, head, by_index)))
                 counts[branch] += 1
-    return TokenPlan((), tuple(samples), tuple(counts), tuple(breaks), tuple(steps))
+    return TokenSamples((), tuple(samples), tuple(counts), tuple(breaks), tuple(steps))
 
 
 def _run(
@@ -281,7 +281,7 @@ def plan(
     requests: dict[int, dict[str, Any]],
     outcomes: dict[int, dict[str, Any]],
     usages: dict[int, dict[str, int] | None],
-) -> TokenPlan:
+) -> TokenSamples:
     """The token samples of a row's kept ``steps``, read from the raw records."""
     sound: list[StepTokens] = []
     problems: list[Problem] = []
@@ -293,7 +293,7 @@ def plan(
         else:
             problems.append(found)
     if problems:
-        return TokenPlan(tuple(problems), (), (0,) * branches, ())
+        return TokenSamples(tuple(problems), (), (0,) * branches, ())
     return plan_samples(sound, branches)
 
 
