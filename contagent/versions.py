@@ -2,8 +2,9 @@
 
 Each record kind has one version constant, next to its model: the raw log in
 :mod:`contagent.rawlog.records`, ``result.json`` in :mod:`contagent.rawlog.result`, the
-results row in :mod:`contagent.core.rows`, the dataset folders' records in
-:mod:`contagent.export.formats`.
+results row in :mod:`contagent.core.rows`, ``experiment.json`` in
+:mod:`contagent.runner.tasks.experiment`, the dataset folders' records in
+:mod:`contagent.export.formats.version`.
 Bumping a kind is a one-line change to its constant: a reader accepts every
 version from 1 up to the constant and refuses a newer one, with a message telling
 the user to upgrade.

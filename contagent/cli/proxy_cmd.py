@@ -82,7 +82,7 @@ def _proxy(
     Prints the URL it listens on; stops on SIGINT/SIGTERM after recording the
     requests in flight.
     """
-    from contagent.proxy import ProxyRunSummary, run_proxy
+    from contagent.proxy import ProxyOptions, ProxyRunSummary, run_proxy
 
     def start() -> ProxyRunSummary:
         key = None
@@ -114,9 +114,7 @@ def _proxy(
             sys.stdout.write(f"contagent proxy listening on {url} (record dir {record_dir})\n")
             sys.stdout.flush()
 
-        return run_proxy(
-            upstream,
-            record_dir,
+        options = ProxyOptions(
             host=host,
             port=port,
             upstream_api_key=key,
@@ -124,6 +122,11 @@ def _proxy(
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
             limits=limits,
+        )
+        return run_proxy(
+            upstream,
+            record_dir,
+            options=options,
             tokens_mode=tokens,
             on_tokens=said,
             on_ready=ready,

@@ -17,7 +17,7 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from contagent.chat import USAGE_FIELDS
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
+from contagent.model_schema import dict_builder
 from contagent.rules import ExcludedReason, NotReadyKind
 from contagent.rules.token_samples import TokenKind
 from contagent.versions import NewerVersionError, check_version, version_field
@@ -129,18 +130,28 @@ class TokenSection(_RowModel):
     breaks: list[TokenBreak] = Field(description="Each prefix break, in step order.")
 
 
+@dataclass(frozen=True)
+class FromResult:
+    """Marks a results-row field that ``result.json``'s field of the same name gives;
+    ``fallback``: the raw log gives it when ``result.json`` does not."""
+
+    fallback: bool = False
+
+
 class ResultRow(_RowModel):
     schema_version: int = version_field(SCHEMA_VERSION, "Results row")
-    rollout_id: str
-    model: str | None
-    experiment: str | None
-    status: str | None = Field(description="Runner verdict from result.json, if any.")
-    passed: bool | None
-    reward: float | None
-    stop_condition: str | None
-    started: float | None
-    ended: float | None
-    duration_s: float | None
+    rollout_id: Annotated[str, FromResult(fallback=True)]
+    model: Annotated[str | None, FromResult(fallback=True)]
+    experiment: Annotated[str | None, FromResult()]
+    status: Annotated[str | None, FromResult()] = Field(
+        description="Runner verdict from result.json, if any."
+    )
+    passed: Annotated[bool | None, FromResult()]
+    reward: Annotated[float | None, FromResult()]
+    stop_condition: Annotated[str | None, FromResult()]
+    started: Annotated[float | None, FromResult()]
+    ended: Annotated[float | None, FromResult()]
+    duration_s: Annotated[float | None, FromResult()]
     training_ready: bool
     training_ready_reason: str | None = Field(
         description="Why the rollout is not training-ready (null when it is)."
@@ -167,6 +178,25 @@ class ResultRow(_RowModel):
 
 #: Keys every results row has, in the order the exporter writes them.
 ROW_KEYS: tuple[str, ...] = tuple(ResultRow.model_fields)
+
+
+def _from_result(fallback: bool | None = None) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name, info in ResultRow.model_fields.items()
+        for mark in info.metadata
+        if isinstance(mark, FromResult) and fallback in (None, mark.fallback)
+    )
+
+
+#: A results row as a plain dict, its keys in :data:`ROW_KEYS` order: the exporter's fast path.
+result_row = dict_builder(ResultRow)
+
+
+#: The row's fields that ``result.json`` gives (:class:`FromResult`).
+FROM_RESULT: tuple[str, ...] = _from_result()
+#: Those a row carries over from ``result.json`` unchanged.
+RESULT_FIELDS: tuple[str, ...] = _from_result(fallback=False)
 
 
 def row_problem(row: Any) -> str | None:

@@ -6,24 +6,35 @@ progress, and the validator derives it again from the raw log and compares every
 field, so none of them can disagree on a rule; the validator's own invariants
 (:mod:`contagent.validate.invariants`) check the derivation independently.
 
-The row is built as a plain dict in :class:`contagent.core.rows.ResultRow`'s field
-order (the fast path for orjson); a test holds the two to the same keys.
+The row is built as a plain dict by :func:`contagent.core.rows.result_row`, in
+:class:`~contagent.core.rows.ResultRow`'s field order (the fast path for orjson).
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from contagent import chat, rules
-from contagent.core.rows import SCHEMA_VERSION
+from contagent.core.rows import FROM_RESULT, RESULT_FIELDS, result_row
 from contagent.core.trajectory import branch_ids
 from contagent.errors import ContagentError
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import RolloutPaths
-from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges
+from contagent.rawlog.result import read_result as read_result_file
 from contagent.rules import token_samples as token_rules
+
+#: The ``result.json`` fields the export reads, type-checked as it reads them.
+RESULT_READ: tuple[str, ...] = (*FROM_RESULT, "reference_solution")
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A rollout's ``result.json`` as the export reads it (:data:`RESULT_READ` checked), or
+    None when there is none."""
+    return read_result_file(path, RESULT_READ)
 
 
 @dataclass
@@ -82,21 +93,39 @@ def _parents(
     return parents
 
 
-def derive_row(
-    raw: RawRollout, result: dict[str, Any], rollout_id: str, drop_reasoning: bool
-) -> Derived:
-    """The results row of one rollout: every field follows from ``raw`` and ``result``."""
+@dataclass
+class _Selection:
+    """What the selection rules made of a raw log: the views, scans and repairs of its
+    exchanges, each one's decision, and the problems found on the way, in order."""
+
+    views: dict[int, rules.View]
+    scans: dict[int, rules.Scan]
+    repairs: list[dict[str, Any]]
+    decisions: dict[int, rules.Decision]
+    problems: list[rules.Problem]
+    usages: dict[int, dict[str, int] | None]
+
+
+def _select(raw: RawRollout) -> _Selection:
     views, scans, repairs = _views(raw)
     decisions, problems = rules.select(views)
     problems = raw.problems + problems
-    by_index = {v.index: v for v in views}
     problems.extend(
         ("unreadable_request", f"request {v.index}: a chat request whose body cannot be read")
         for v in views
         if v.status == "unreadable_request"
     )
+    usages = {i: raw.usage(i) for i in raw.indices}
+    return _Selection({v.index: v for v in views}, scans, repairs, decisions, problems, usages)
 
-    chosen = [i for i in raw.indices if i in decisions and decisions[i].selected]
+
+def _steps(
+    raw: RawRollout, sel: _Selection, drop_reasoning: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The row's steps and excluded exchanges, and its number of branches; each selected
+    step's problems are added to ``sel.problems``."""
+    by_index, scans, problems = sel.views, sel.scans, sel.problems
+    chosen = [i for i in raw.indices if i in sel.decisions and sel.decisions[i].selected]
     for index in chosen:
         if by_index[index].message is None:
             raise AssertionError(f"selected exchange {index} has no response")
@@ -107,9 +136,8 @@ def derive_row(
     seen: set[rules.Problem] = set()
     steps: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
-    usages = {i: raw.usage(i) for i in raw.indices}
     for index in raw.indices:
-        decision, view, usage = decisions.get(index), by_index[index], usages[index]
+        decision, view, usage = sel.decisions.get(index), by_index[index], sel.usages[index]
         if decision is None:
             continue  # cannot happen with rules.select; the exporter's accounting check fails closed
         if view.status == "completed" and usage is None:
@@ -158,8 +186,14 @@ def derive_row(
                 "usage": usage,
             }
         )
+    return steps, excluded, branch_count
 
-    ordered = [by_index[s["exchange_index"]].body for s in steps]
+
+def _tools(
+    steps: list[dict[str, Any]], ordered: list[Any], problems: list[rules.Problem]
+) -> list[dict[str, Any]]:
+    """The union of the steps' tool definitions; a conflict or a call to a tool not among
+    them is added to ``problems``."""
     tools, conflicts = rules.tool_union(
         [b.get("tools") if isinstance(b, dict) else None for b in ordered]
     )
@@ -177,49 +211,65 @@ def derive_row(
                         "which is not among the request tools",
                     )
                 )
+    return tools
+
+
+def _truncation(
+    result: dict[str, Any], sel: _Selection, steps: list[dict[str, Any]]
+) -> tuple[bool, str | None]:
+    """The rollout's truncation; it and the rollout-level rules add their problems."""
     truncated, truncation_reason = rules.rollout_truncation(
         result,
         steps[-1]["exchange_index"] if steps and steps[-1]["truncated"] else None,
-        rules.final_cut({v.index: v.status for v in views}),
+        rules.final_cut({v.index: v.status for v in sel.views.values()}),
     )
     if result.get("reference_solution") is True:
-        problems.append(("oracle", "the oracle ran the task's solution: no model made it"))
+        sel.problems.append(("oracle", "the oracle ran the task's solution: no model made it"))
     if not steps:
-        problems.append(("no_steps", "no completed exchange to train on"))
+        sel.problems.append(("no_steps", "no completed exchange to train on"))
     if truncated:
-        problems.append(("truncated", f"truncated: {truncation_reason}"))
+        sel.problems.append(("truncated", f"truncated: {truncation_reason}"))
+    return truncated, truncation_reason
 
+
+def derive_row(
+    raw: RawRollout, result: dict[str, Any], rollout_id: str, drop_reasoning: bool
+) -> Derived:
+    """The results row of one rollout: every field follows from ``raw`` and ``result``."""
+    sel = _select(raw)
+    steps, excluded, branch_count = _steps(raw, sel, drop_reasoning)
+    ordered = [sel.views[s["exchange_index"]].body for s in steps]
+    tools = _tools(steps, ordered, sel.problems)
+    truncated, truncation_reason = _truncation(result, sel, steps)
+    problems, usages = sel.problems, sel.usages
     tokens = (
         token_rules.plan(steps, branch_count, raw.requests, raw.outcomes, usages)
         if token_rules.has_token_data(raw.outcomes)
         else None
     )
-    selected = [usages[s["exchange_index"]] for s in steps]
-    dropped = [usages[e["exchange_index"]] for e in excluded]
-    row = {
-        "schema_version": SCHEMA_VERSION,
-        "rollout_id": result.get("rollout_id") or rollout_id,
-        "model": result.get("model") or _model(raw),
-        **{name: result.get(name) for name in rules.RESULT_FIELDS},
-        "training_ready": not problems,
-        "training_ready_reason": "; ".join(text for _, text in problems) if problems else None,
-        "not_ready_kinds": sorted({kind for kind, _ in problems}),
-        "truncated": truncated,
-        "truncation_reason": truncation_reason,
-        "steps": steps,
-        "excluded": excluded,
-        "tools": tools,
-        "token_usage": {
+    row = result_row(
+        rollout_id=result.get("rollout_id") or rollout_id,
+        model=result.get("model") or _model(raw),
+        **{name: result.get(name) for name in RESULT_FIELDS},
+        training_ready=not problems,
+        training_ready_reason="; ".join(text for _, text in problems) if problems else None,
+        not_ready_kinds=sorted({kind for kind, _ in problems}),
+        truncated=truncated,
+        truncation_reason=truncation_reason,
+        steps=steps,
+        excluded=excluded,
+        tools=tools,
+        token_usage={
             "billed": chat.sum_usage(usages.values()),
-            "selected": chat.sum_usage(selected),
-            "excluded": chat.sum_usage(dropped),
+            "selected": chat.sum_usage(usages[s["exchange_index"]] for s in steps),
+            "excluded": chat.sum_usage(usages[e["exchange_index"]] for e in excluded),
         },
-        "repairs": [{"kind": "merged_tool_fragments", **r} for r in repairs],
-        "branches": branch_count,
-        "drop_reasoning": drop_reasoning,
-        "tokens": tokens.section() if tokens is not None else None,
-        "raw_log": {"path": str(raw.path.resolve()), "sha256": raw.sha256, "bytes": raw.size},
-    }
+        repairs=[{"kind": "merged_tool_fragments", **r} for r in sel.repairs],
+        branches=branch_count,
+        drop_reasoning=drop_reasoning,
+        tokens=tokens.section() if tokens is not None else None,
+        raw_log={"path": str(raw.path.resolve()), "sha256": raw.sha256, "bytes": raw.size},
+    )
     return Derived(
         row,
         rules.branch_tools(zip((s["branch"] for s in steps), ordered, strict=True)),

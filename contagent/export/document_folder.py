@@ -16,7 +16,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.export.formats.documents import DocumentFormat, DocumentIndex, LeftOut, Written
-from contagent.export.formats.prime_sft import SCHEMA_VERSION
+from contagent.export.formats.version import SCHEMA_VERSION
 from contagent.layout import DocumentFolderPaths
 
 

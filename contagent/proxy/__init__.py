@@ -15,10 +15,11 @@ Async code can use :class:`RecordingProxy` directly (``await start()`` /
 
 from contagent.proxy.http1 import Limits
 from contagent.proxy.runtime import ProxyRunSummary, RunningProxy, run_proxy, start_proxy_in_thread
-from contagent.proxy.server import RecordingProxy
+from contagent.proxy.server import ProxyOptions, RecordingProxy
 
 __all__ = [
     "Limits",
+    "ProxyOptions",
     "ProxyRunSummary",
     "RecordingProxy",
     "RunningProxy",

@@ -8,8 +8,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from typing_extensions import Unpack
+from typing import Any
 
 from contagent._loopthread import InThread, new_event_loop
 from contagent.proxy.server import ProxyOptions, RecordingProxy
@@ -41,13 +40,13 @@ class RunningProxy(InThread[RecordingProxy]):
 
 
 def start_proxy_in_thread(
-    upstream: str, record_dir: Path, **options: Unpack[ProxyOptions]
+    upstream: str, record_dir: Path, options: ProxyOptions | None = None, **given: Any
 ) -> RunningProxy:
     """Start a recording proxy on its own event loop thread; returns once it listens.
 
     Raises :class:`~contagent.errors.ContagentError` when it cannot listen.
     """
-    return RunningProxy(RecordingProxy(upstream, record_dir, **options), "contagent-proxy")
+    return RunningProxy(RecordingProxy(upstream, record_dir, options, **given), "contagent-proxy")
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,8 @@ def run_proxy(
     on_ready: Callable[[str], None] | None = None,
     tokens_mode: str | None = None,
     on_tokens: Callable[[str], None] | None = None,
-    **options: Unpack[ProxyOptions],
+    options: ProxyOptions | None = None,
+    **given: Any,
 ) -> ProxyRunSummary:
     """Serve in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
@@ -78,7 +78,7 @@ def run_proxy(
     is resolved against the upstream before the proxy listens; ``on_tokens`` gets the
     line that says what was decided once it does.
     """
-    proxy = RecordingProxy(upstream, record_dir, **options)
+    proxy = RecordingProxy(upstream, record_dir, options, **given)
     said = proxy.plan_tokens(tokens_mode).line if tokens_mode is not None else None
 
     async def main() -> None:

@@ -20,8 +20,9 @@ import ipaddress
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import orjson
 
@@ -58,22 +59,24 @@ def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IP
         return False
 
 
-class ProxyOptions(TypedDict, total=False):
-    """The keyword options of :class:`RecordingProxy`, for functions that pass them on."""
+@dataclass(frozen=True, kw_only=True)
+class ProxyOptions:
+    """How a :class:`RecordingProxy` listens, forwards and records (each option is described
+    there); passed on whole by the functions that start one."""
 
-    host: str
-    port: int
-    upstream_api_key: str | None
-    upstream_auth_header: str
-    upstream_timeout: float | None
-    upstream_ca: Path | None
-    max_connections: int
-    stop_grace: float
-    only_rollout: str | None
-    allowed_clients: str | None
-    limits: Limits
-    tokens: bool
-    server: dict[str, Any] | None
+    host: str = "127.0.0.1"
+    port: int = 0
+    upstream_api_key: str | None = None
+    upstream_auth_header: str = "Authorization"
+    upstream_timeout: float | None = None
+    upstream_ca: Path | None = None
+    max_connections: int = 1024
+    stop_grace: float = 30.0
+    only_rollout: str | None = None
+    allowed_clients: str | None = None
+    limits: Limits | None = None
+    tokens: bool = False
+    server: dict[str, Any] | None = None
 
 
 def _changed(
@@ -140,57 +143,47 @@ class RecordingProxy:
         self,
         upstream: str,
         record_dir: Path,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        upstream_api_key: str | None = None,
-        upstream_auth_header: str = "Authorization",
-        upstream_timeout: float | None = None,
-        upstream_ca: Path | None = None,
-        max_connections: int = 1024,
-        stop_grace: float = 30.0,
-        only_rollout: str | None = None,
-        allowed_clients: str | None = None,
-        limits: Limits | None = None,
-        tokens: bool = False,
-        server: dict[str, Any] | None = None,
+        options: ProxyOptions | None = None,
+        **given: Any,
     ) -> None:
+        """``options``, or the :class:`ProxyOptions` fields as keywords (over ``options``)."""
+        opts = ProxyOptions(**given) if options is None else replace(options, **given)
         base = upstream.rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ContagentError(f"upstream {upstream!r} is not an http(s) URL")
         if base.endswith("/v1"):  # the client adds /v1 itself: accept either spelling
             base = base[:-3]
         self.upstream = base
-        if upstream_ca is not None and not base.startswith("https://"):
+        if opts.upstream_ca is not None and not base.startswith("https://"):
             raise ContagentError("an upstream CA only applies to an https:// upstream")
-        self._tls = tls_context(upstream_ca) if base.startswith("https://") else None
+        self._tls = tls_context(opts.upstream_ca) if base.startswith("https://") else None
         self._only_rollout = (
-            None if only_rollout is None else safe_segment(only_rollout, "rollout id")
+            None if opts.only_rollout is None else safe_segment(opts.only_rollout, "rollout id")
         )
         try:
             self._clients = (
-                None if allowed_clients is None else ipaddress.ip_network(allowed_clients)
+                None if opts.allowed_clients is None else ipaddress.ip_network(opts.allowed_clients)
             )
         except ValueError as exc:
-            raise ContagentError(f"allowed clients {allowed_clients!r}: {exc}") from None
+            raise ContagentError(f"allowed clients {opts.allowed_clients!r}: {exc}") from None
         self.record_dir = Path(record_dir)
-        self.host = host
-        self.port = port
+        self.host = opts.host
+        self.port = opts.port
         try:
             self._auth, auth_name = credential_header(
-                upstream_auth_header, upstream_api_key, SAFE_HEADERS
+                opts.upstream_auth_header, opts.upstream_api_key, SAFE_HEADERS
             )
         except ValueError as exc:
             raise ContagentError(str(exc)) from None
         self._drop = DROP_REQUEST | {auth_name}  # the client's key never goes up in it either
         self._extra_head = b""  # header lines the proxy adds upstream, set by start()
-        self._timeout = upstream_timeout
-        self._max_connections = max_connections
-        self.limits = limits or Limits()
-        self._stop_grace = stop_grace
+        self._timeout = opts.upstream_timeout
+        self._max_connections = opts.max_connections
+        self.limits = opts.limits or Limits()
+        self._stop_grace = opts.stop_grace
         self.recorder = Recorder(self.record_dir)
-        self.tokens = tokens
-        self.server = server
+        self.tokens = opts.tokens
+        self.server = opts.server
         self.counts: Counter[str] = Counter()
         #: every record that could not be written (a full disk, say): the log is incomplete
         self.record_errors: list[str] = []

@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from contagent.messages_api import FINISH_REASONS as MESSAGES_FINISH_REASONS
+from contagent.model_schema import dict_builder
 from contagent.versions import version_field
 
 #: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
@@ -216,81 +217,9 @@ class OutcomeRecord(_Record):
     )
 
 
-# Records as plain dicts, for the proxy's hot path and the test helpers alike (same
-# fields, same order as the models; a test validates them against the models).
+# Records as plain dicts, for the proxy's hot path and the test helpers alike: keywords in,
+# the model's fields out in its order, read from the model once, at import (a test
+# validates them against the models).
 
-
-def request_record(
-    *,
-    index: int,
-    rollout_id: str,
-    time: float,
-    method: str,
-    path: str,
-    headers: dict[str, str],
-    body: Any,
-    body_text: str | None,
-    body_sha256: str,
-    body_bytes: int,
-    stream: bool,
-    upstream_changes: list[str],
-    server: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A :class:`~contagent.rawlog.records.RequestRecord` as a plain dict (same fields, same order)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "index": index,
-        "rollout_id": rollout_id,
-        "type": "request",
-        "time": time,
-        "method": method,
-        "path": path,
-        "headers": headers,
-        "body": body,
-        "body_text": body_text,
-        "body_sha256": body_sha256,
-        "body_bytes": body_bytes,
-        "stream": stream,
-        "upstream_changes": upstream_changes,
-        "server": server,
-    }
-
-
-def outcome_record(
-    *,
-    index: int,
-    rollout_id: str,
-    outcome: str,
-    status: int | None,
-    client_status: int | None,
-    started: float,
-    first_byte: float | None,
-    ended: float,
-    response: Any = None,
-    response_text: str | None = None,
-    stream_events: list[str] | None = None,
-    usage: dict[str, Any] | None = None,
-    finish_reasons: list[str | None] | None = None,
-    error: str | None = None,
-    tokens: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """An :class:`~contagent.rawlog.records.OutcomeRecord` as a plain dict."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "index": index,
-        "rollout_id": rollout_id,
-        "type": "outcome",
-        "outcome": outcome,
-        "status": status,
-        "client_status": client_status,
-        "started": started,
-        "first_byte": first_byte,
-        "ended": ended,
-        "response": response,
-        "response_text": response_text,
-        "stream_events": stream_events,
-        "usage": usage,
-        "finish_reasons": finish_reasons if finish_reasons is not None else [],
-        "error": error,
-        "tokens": tokens,
-    }
+request_record = dict_builder(RequestRecord)
+outcome_record = dict_builder(OutcomeRecord)

@@ -7,12 +7,18 @@ token totals, the agent's LLM settings) are defined here with it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import types
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from contagent.errors import ContagentError
 from contagent.rawlog.records import ServerInfo
-from contagent.versions import version_field
+from contagent.versions import check_version, version_field
 
 #: ``result.json``'s version; 2 added ``server``.
 RESULT_SCHEMA_VERSION = 2
@@ -158,3 +164,77 @@ class RolloutResult(BaseModel):
             self.agent_version = self.openhands_version
         self.openhands_version = None
         return self
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """``result.json``'s object, through the version gate; None when there is none."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ContagentError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ContagentError(f"{path}: malformed JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ContagentError(f"{path}: result is not a JSON object")
+    check_version(value.get("schema_version", 1), RESULT_SCHEMA_VERSION, str(path))
+    return value
+
+
+def load_result(path: Path) -> RolloutResult | None:
+    """The rollout's ``result.json`` as a :class:`RolloutResult`, or None when there is none.
+
+    Raises :class:`~contagent.versions.NewerVersionError` for a newer one and
+    :class:`ContagentError` for one that is unreadable or not of the model's shape.
+    """
+    value = _read_json(path)
+    if value is None:
+        return None
+    try:
+        return RolloutResult.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "result"
+        raise ContagentError(f"{path}: {where}: {first['msg']}") from None
+
+
+def read_result(path: Path, checked: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The rollout's ``result.json`` as a dict (the fast path: no model built), or None when
+    there is none; its version goes through the gate, and each field named in ``checked`` must
+    be null or of the type :class:`RolloutResult` gives it."""
+    value = _read_json(path)
+    if value is None:
+        return None
+    for name, kinds in field_types(tuple(checked)).items():
+        field_value = value.get(name)
+        if field_value is not None and (
+            not isinstance(field_value, kinds)
+            or (isinstance(field_value, bool) and bool not in kinds)
+        ):
+            raise ContagentError(
+                f"{path}: {name} is {field_value!r}, not {' or '.join(t.__name__ for t in kinds)}"
+            )
+    return value
+
+
+@lru_cache(maxsize=8)
+def field_types(names: tuple[str, ...]) -> dict[str, tuple[type, ...]]:
+    """The JSON types each of ``names`` may take in a ``result.json`` (besides null), read
+    from :class:`RolloutResult`'s annotations: a float field takes an integer too."""
+    return {name: _json_types(RolloutResult.model_fields[name].annotation) for name in names}
+
+
+def _json_types(annotation: Any) -> tuple[type, ...]:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return tuple(t for arg in get_args(annotation) for t in _json_types(arg))
+    if get_origin(annotation) is Literal:
+        return tuple(dict.fromkeys(type(arg) for arg in get_args(annotation)))
+    if annotation is type(None):
+        return ()
+    if annotation is float:
+        return (int, float)
+    assert isinstance(annotation, type), annotation
+    return (annotation,)

@@ -45,7 +45,6 @@ from contagent.rules.rendered_tools import (
     trainer_tools,
 )
 from contagent.rules.rollout_level import (
-    RESULT_FIELDS,
     accounting_problems,
     final_cut,
     rollout_truncation,
@@ -64,7 +63,6 @@ from contagent.rules.selection import (
 __all__ = [
     "COMPLETE_FINISH_REASONS",
     "GENERATION_ROUTES",
-    "RESULT_FIELDS",
     "TERMINAL_TOOLS",
     "UNRENDERABLE_TOOL",
     "Decision",

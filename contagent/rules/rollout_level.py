@@ -1,22 +1,10 @@
-"""Rollout-level rules: truncation, the result.json fields a row copies, which
-rows become training records, and the accounting every export must pass (fail closed)."""
+"""Rollout-level rules: truncation, which rows become training records, and the accounting
+every export must pass (fail closed)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
-
-#: result.json fields a results row carries over unchanged.
-RESULT_FIELDS = (
-    "experiment",
-    "status",
-    "passed",
-    "reward",
-    "stop_condition",
-    "started",
-    "ended",
-    "duration_s",
-)
 
 _CUT_STOPS = frozenset({"max_iterations", "timeout"})
 

@@ -10,13 +10,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.proxy.identify import TokenPlan
-from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.result import RolloutResult, load_result
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
 from contagent.runner.executors.executor import OnStarted, RolloutExecutor
@@ -29,14 +27,19 @@ from contagent.runner.stopping.signals import signal_name, stop_signal
 from contagent.runner.summary import RunEvent, RunSummary
 from contagent.runner.tasks.kinds import agent_problems, discover_tasks, internet_note
 from contagent.runner.tasks.task_kind import Task
+from contagent.versions import NewerVersionError
 
 log = logging.getLogger(__name__)
 
 
 def _read_result(path: Path) -> RolloutResult | None:
+    """A rollout's earlier result, or None when it has none this contagent can use (the
+    rollout runs again); a newer one raises: running it again would overwrite it."""
     try:
-        return RolloutResult.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError):
+        return load_result(path)
+    except NewerVersionError:
+        raise
+    except ContagentError:
         return None
 
 

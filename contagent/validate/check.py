@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from contagent import rules
 from contagent.core.rows import read_results
 from contagent.errors import ContagentError
-from contagent.export.derive import rollout_data
+from contagent.export.derive import read_result, rollout_data
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
-from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges, read_result
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges
 from contagent.rules import token_samples as token_rules
 from contagent.validate.formats import check_format_folders
 from contagent.validate.invariants import row_problems

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from contagent.errors import ContagentError
 from contagent.export.formats.documents import DocumentFormat, DocumentIndex, outcome
-from contagent.export.formats.prime_sft import SCHEMA_VERSION
 from contagent.export.formats.rollout_data import RolloutData
+from contagent.export.formats.version import SCHEMA_VERSION
 from contagent.layout import DocumentFolderPaths
 from contagent.versions import check_version
 

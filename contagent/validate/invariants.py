@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contagent import chat, rules
+from contagent.core.rows import RESULT_FIELDS
 from contagent.core.trajectory import request_messages
 from contagent.rawlog.read import RawRollout
 from contagent.rules import accounting_problems
@@ -43,7 +44,7 @@ def result_problems(
     """The row says what result.json says, and is truncated exactly when the truncation rule says so."""
     problems = [
         f"{name} is {row.get(name)!r}, result.json says {result.get(name)!r}"
-        for name in rules.RESULT_FIELDS
+        for name in RESULT_FIELDS
         if row.get(name) != result.get(name)
     ]
     steps = row["steps"]

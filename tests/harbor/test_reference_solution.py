@@ -11,9 +11,8 @@ import pytest
 from contagent.agents import AGENTS
 from contagent.agents.base import runs_solution
 from contagent.errors import ContagentError
-from contagent.export.derive import build_row
+from contagent.export.derive import build_row, read_result
 from contagent.layout import RolloutPaths
-from contagent.rawlog.read import read_result
 
 
 def _row(samples: Path, **result: object) -> dict[str, object]:

@@ -48,3 +48,21 @@ def test_recorded_lines_validate_against_the_json_schemas(stub_factory, proxy_fa
     for line in lines:
         rec = orjson.loads(line)
         jsonschema.validate(rec, schemas[rec["type"]])
+
+
+def test_builders_refuse_unknown_and_missing_fields():
+    import pytest
+
+    with pytest.raises(TypeError, match="has no field colour"):
+        outcome_record(index=0, rollout_id="r", outcome="completed", started=1.0, ended=1.0,
+                       colour="red")  # fmt: skip
+    with pytest.raises(TypeError, match="needs ended"):
+        outcome_record(index=0, rollout_id="r", outcome="completed", started=1.0)
+
+
+def test_builders_fill_defaults_fresh_each_time():
+    first = outcome_record(index=0, rollout_id="r", outcome="completed", started=1.0, ended=1.0)
+    second = outcome_record(index=1, rollout_id="r", outcome="completed", started=1.0, ended=1.0)
+    assert first["finish_reasons"] == [] and first["finish_reasons"] is not second["finish_reasons"]
+    assert first["schema_version"] == OutcomeRecord.model_fields["schema_version"].default
+    assert first["type"] == "outcome" and first["status"] is None

@@ -17,6 +17,7 @@ from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
 from contagent.runner.lifecycle.seed_rollout import _verdict
 from contagent.runner.run import _prepare
 from contagent.runner.tasks.experiment import load_experiment
+from contagent.versions import NewerVersionError
 from tests.helpers import cli
 from tests.runner.helpers import write_experiment
 
@@ -206,6 +207,36 @@ def test_existing_rollouts_need_resume_and_resume_skips_finished(tmp_path: Path)
     assert not unfinished.root.exists()
     moved = list(paths.superseded_dir.glob("e_r1-*/e_r1/exchanges.jsonl"))
     assert len(moved) == 1  # moved aside, never deleted
+
+
+def test_resume_refuses_a_newer_result_instead_of_running_it_again(tmp_path: Path) -> None:
+    exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
+    paths = RunPaths(tmp_path / "logs")
+    newer = paths.rollout("e")
+    newer.root.mkdir(parents=True)
+    newer.exchanges.write_text("{}\n")
+    newer.result.write_text(json.dumps({"schema_version": 99, "rollout_id": "e", "status": "x"}))
+    with pytest.raises(NewerVersionError) as caught:
+        _prepare(paths, [RolloutPlan(exp, 0)], resume=True)
+    assert str(caught.value).splitlines() == [str(caught.value)]
+    assert "schema_version 99 is newer" in str(caught.value)
+    assert newer.result.exists() and not paths.superseded_dir.exists()  # nothing moved aside
+
+
+def test_resume_runs_again_a_result_it_cannot_read(tmp_path: Path) -> None:
+    exp = load_experiment(write_experiment(tmp_path / "exps", "e", {"task": "t"}), None)
+    paths = RunPaths(tmp_path / "logs")
+    torn = paths.rollout("e")
+    torn.root.mkdir(parents=True)
+    torn.result.write_text('{"rollout_id": "e", "status": "pass')
+    todo, finished = _prepare(paths, [RolloutPlan(exp, 0)], resume=True)
+    assert [p.name for p in todo] == ["e"] and finished == []
+
+
+def test_newer_experiment_json_is_a_one_line_error(tmp_path: Path) -> None:
+    root = write_experiment(tmp_path / "exps", "e", {"task": "t", "schema_version": 2})
+    with pytest.raises(NewerVersionError, match=r"experiment\.json: schema_version 2 is newer"):
+        load_experiment(root, None)
 
 
 def test_run_config_rejects_bad_values(tmp_path: Path) -> None:

@@ -223,7 +223,7 @@ def test_cli_writes_both_formats_and_refuses_bad_combinations(
 
 
 def test_a_shard_of_a_newer_records_version_is_a_violation(samples: Path, tmp_path: Path) -> None:
-    from contagent.export.formats.prime_sft import SCHEMA_VERSION
+    from contagent.export.formats.version import SCHEMA_VERSION
 
     out = tmp_path / "out"
     export([samples], out, ExportOptions(filter="all"))

@@ -15,10 +15,11 @@ import pyarrow as pa
 from contagent.errors import ContagentError
 from contagent.export.formats.atif import Atif
 from contagent.export.formats.documents import DocumentFormat
-from contagent.export.formats.prime_sft import SCHEMA_VERSION, PrimeSft
+from contagent.export.formats.prime_sft import PrimeSft
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.tokens_format import Tokens
 from contagent.export.formats.trl import Trl
+from contagent.export.formats.version import SCHEMA_VERSION
 from contagent.versions import check_version
 
 FILTER_KEY = b"contagent.filter"

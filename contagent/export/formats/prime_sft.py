@@ -18,15 +18,8 @@ import pyarrow as pa
 from contagent.chat import sum_usage
 from contagent.core.trajectory import branch_conversations
 from contagent.export.formats.rollout_data import RolloutData
+from contagent.export.formats.version import schema_metadata
 from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
-
-#: The version of the dataset folders' records (every format's), written in each shard.
-SCHEMA_VERSION = 1
-
-
-def schema_metadata(name: str) -> dict[str, str]:
-    """A format's Arrow schema metadata: its name and the records' version."""
-    return {"contagent.format": name, "contagent.schema_version": str(SCHEMA_VERSION)}
 
 
 def message_struct(arguments: pa.DataType) -> pa.StructType:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from contagent.export.formats.prime_sft import schema_metadata
 from contagent.export.formats.rollout_data import RolloutData
+from contagent.export.formats.version import schema_metadata
 from contagent.rules.token_samples import Sample, sample_tokens, selected_for_tokens
 
 TOKENS_SCHEMA = pa.schema(

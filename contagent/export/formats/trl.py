@@ -20,10 +20,10 @@ from contagent.export.formats.prime_sft import (
     PRIME_SFT_SCHEMA,
     branch_records,
     message_struct,
-    schema_metadata,
 )
 from contagent.export.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
 from contagent.export.formats.rollout_data import RolloutData
+from contagent.export.formats.version import schema_metadata
 from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
 
 _JSON = pa.json_()

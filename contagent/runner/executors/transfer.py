@@ -15,11 +15,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.result import RolloutResult, load_result
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.lifecycle.rollout import RolloutPlan
@@ -98,10 +96,12 @@ def land(paths: RunPaths, name: str, shipment: Shipment) -> RolloutResult:
             raise ContagentError(
                 f"{len(bad)} file(s) differ from what node {shipment.node} sent, first {bad[0]}"
             )
-        result = RolloutResult.model_validate_json(staged.rollout(name).result.read_bytes())
+        result = load_result(staged.rollout(name).result)
+        if result is None:
+            raise ContagentError("it holds no result.json")
         if result.rollout_id != name:
             raise ContagentError(f"its result.json is rollout {result.rollout_id!r}")
-    except (ContagentError, OSError, ValueError, ValidationError) as exc:
+    except (ContagentError, OSError, ValueError) as exc:
         aside = set_aside(paths, staging) if staging.exists() else None
         reason = str(exc).splitlines()[0][:300]
         kept = f"; kept in {aside}" if aside else ""

@@ -193,12 +193,10 @@ def write_file(path: Path, data: bytes) -> None:
 def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any) -> Any:
     """The rollout's own recording proxy on its network's gateway, answering that network
     alone and recording only rollout ``name``."""
-    from contagent.proxy import start_proxy_in_thread
+    from contagent.proxy import ProxyOptions, start_proxy_in_thread
 
     cfg = ctx.config
-    return start_proxy_in_thread(
-        cfg.upstream_url,
-        ctx.paths.rollouts_dir,
+    options = ProxyOptions(
         host=net.gateway,
         port=0,
         upstream_api_key=cfg.api_key,
@@ -209,6 +207,7 @@ def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any)
         tokens=plan.tokens,
         server=plan.server,
     )
+    return start_proxy_in_thread(cfg.upstream_url, ctx.paths.rollouts_dir, options)
 
 
 def compact_finished(paths: RolloutPaths) -> None:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.model_schema import model_schema
+from contagent.versions import check_version, version_field
 
 EXPERIMENT_FILE = "experiment.json"
 
@@ -60,12 +61,16 @@ class ServiceSpec(BaseModel):
     )
 
 
+#: ``experiment.json``'s version: a reader takes 1 up to it (:mod:`contagent.versions`).
+EXPERIMENT_SCHEMA_VERSION = 1
+
+
 class ExperimentSpec(BaseModel):
     """``experiment.json``: what the agent is asked and what it runs beside."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = Field(1, description="experiment.json format version (1).", ge=1, le=1)
+    schema_version: int = version_field(EXPERIMENT_SCHEMA_VERSION, "experiment.json")
     task: str = Field(
         min_length=1, description="The instruction sent to the agent as its first message."
     )
@@ -167,6 +172,8 @@ def _read_spec(file: Path) -> ExperimentSpec:
         raise ContagentError(
             f"{file}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    if isinstance(raw, dict):
+        check_version(raw.get("schema_version", 1), EXPERIMENT_SCHEMA_VERSION, str(file))
     validator = jsonschema.Draft202012Validator(experiment_schema())
     errors = sorted(validator.iter_errors(raw), key=lambda e: (list(e.absolute_path), e.message))
     if errors:
