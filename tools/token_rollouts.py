@@ -29,6 +29,49 @@ SERVER = {"name": "vllm", "version": "0.32.0"}
 
 Template = Literal["qwen3", "prefix"]
 
+#: The server's sampling defaults the builder records for what a request leaves unset.
+SERVER_SAMPLING: dict[str, Any] = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": -1,
+    "min_p": 0.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "repetition_penalty": 1.0,
+}
+
+_SPECIAL = {
+    IM_START: "<|im_start|>",
+    IM_END: "<|im_end|>",
+    THINK: "<think>",
+    END_THINK: "</think>",
+    TOOL_CALL: "<tool_call>",
+    END_TOOL_CALL: "</tool_call>",
+}
+
+
+def token_text(token: int) -> str:
+    """The text vLLM's logprobs entry gives a toy token."""
+    return _SPECIAL.get(token) or bytes([token - _BYTE_BASE]).decode("utf-8", "replace")
+
+
+def recorded_sampling(body: dict[str, Any], defaults: dict[str, Any] | None) -> dict[str, Any]:
+    """The request record's ``sampling``: the client's values, else the server's defaults
+    (unknown, null, where ``defaults`` lacks them or is None)."""
+    out: dict[str, Any] = {}
+    for key in SERVER_SAMPLING:
+        if body.get(key) is not None:
+            out[key] = {"value": body[key], "source": "client"}
+        elif defaults is not None and key in defaults:
+            out[key] = {"value": defaults[key], "source": "server"}
+        else:
+            out[key] = None
+    out["logit_bias"] = {"value": bool(body.get("logit_bias")), "source": "client"}
+    out["seed"] = {"value": body.get("seed"), "source": "client" if "seed" in body else "server"}
+    tokens = body.get("max_tokens")
+    out["max_tokens"] = {"value": tokens, "source": "client"} if tokens is not None else None
+    return out
+
 
 def encode(text: str) -> list[int]:
     """The toy tokenizer: one id per UTF-8 byte."""
@@ -78,6 +121,10 @@ class TokenRolloutBuilder(RolloutBuilder):
         self.body_extra: dict[str, Any] = {}
         #: what the next outcome's token data does wrong, for the fail-closed tests
         self.spoil: str | None = None
+        #: the server's logprobs mode as the proxy records it (None: not recorded)
+        self.logprobs_mode: str | None = "processed_logprobs"
+        #: the server defaults recorded in ``sampling`` (None: a log without ``sampling``)
+        self.server_sampling: dict[str, Any] | None = dict(SERVER_SAMPLING)
 
     def render(self, messages: list[dict[str, Any]]) -> list[int]:
         """The prompt ids of ``messages`` with the generation prompt."""
@@ -112,7 +159,11 @@ class TokenRolloutBuilder(RolloutBuilder):
             self._prompts[index] = self.render(messages)
         record = orjson.loads(self.lines[-1])
         record["upstream_changes"] = list(PROXY_ADDITIONS)
-        record["server"] = SERVER
+        record["server"] = dict(SERVER)
+        if self.logprobs_mode is not None:
+            record["server"]["logprobs_mode"] = self.logprobs_mode
+        if self.server_sampling is not None and isinstance(body, dict):
+            record["sampling"] = recorded_sampling(body, self.server_sampling)
         self.lines[-1] = orjson.dumps(record)
         return index
 
@@ -145,6 +196,13 @@ class TokenRolloutBuilder(RolloutBuilder):
         self.spoil = None
         record = orjson.loads(self.lines[-1])
         record["tokens"] = tokens
+        response = record.get("response")
+        if isinstance(response, dict) and response.get("choices"):
+            # vLLM's logprobs entries carry each token's text
+            entries = [
+                {"token": token_text(t), "logprob": lp} for t, lp in zip(ids, logprobs, strict=True)
+            ]
+            response["choices"][0]["logprobs"] = {"content": entries}
         self.lines[-1] = orjson.dumps(record)
 
     def replay(self, message: dict[str, Any]) -> None:

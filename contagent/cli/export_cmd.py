@@ -83,6 +83,27 @@ def _export(
         bool, typer.Option("--hub-private/--hub-public", help="Visibility if the repo is created.")
     ] = True,
     max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
+    advantage: Annotated[
+        str,
+        typer.Option(
+            help="tokens: the advantage from each group's rewards: grpo (reward minus the "
+            "group mean), grpo-std (divided by the group's std) or none."
+        ),
+    ] = "grpo",
+    group_by: Annotated[
+        list[str] | None,
+        typer.Option(help="tokens: add to the group key (task and model): agent."),
+    ] = None,
+    allow_raw_logprobs: Annotated[
+        bool,
+        typer.Option(
+            help="tokens: also steps whose raw logprobs are not the sampled distribution's."
+        ),
+    ] = False,
+    train_constrained: Annotated[
+        bool,
+        typer.Option(help="tokens: keep the tokens a grammar constrained in the mask."),
+    ] = False,
 ) -> None:
     """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
     lean_pyarrow()
@@ -101,6 +122,10 @@ def _export(
         shard_rows=shard_rows,
         license=license_id,
         max_raw_log=raw_log_limit(max_raw_log),
+        advantage=advantage,  # type: ignore[arg-type]
+        group_by=tuple(group_by or ()),
+        allow_raw_logprobs=allow_raw_logprobs,
+        train_constrained=train_constrained,
     )
     with _progress_bar() as progress:
         summary = run_guarded(lambda: export(run_dirs, out, options, progress))
@@ -166,6 +191,11 @@ def _summary_table(summary: Any) -> Table:
         table.add_row("  prefix breaks", str(tokens.prefix_breaks))
         for kind, n in sorted(tokens.kinds.items()):
             table.add_row(f"  no token samples: {kind}", str(n))
+    groups = summary.token_groups
+    if groups is not None and groups.groups:
+        table.add_row("tokens: groups", str(groups.groups))
+        table.add_row("  groups of one (advantage 0)", str(groups.singletons))
+        table.add_row("  short groups", str(groups.short))
     for part in ("billed", "selected", "excluded"):
         counts = getattr(summary.tokens, part)
         table.add_row(

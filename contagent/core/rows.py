@@ -31,7 +31,7 @@ from contagent.rules.token_samples import TokenKind
 from contagent.versions import NewerVersionError, check_version, version_field
 
 #: The results row's version: the exporter writes it, every reader accepts 1 up to it.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Keys a row has from the version given on; an older row may lack them (they read as null).
 SINCE_VERSION: dict[str, int] = {"tokens": 2}
@@ -119,6 +119,35 @@ class TokenBreak(_RowModel):
     )
 
 
+class SamplingEntry(_RowModel):
+    """A kept step's effective sampling, as recorded (null: not known), and its constraint."""
+
+    exchange_index: int = Field(ge=0)
+    temperature: float | int | None
+    top_p: float | int | None
+    top_k: int | None
+    min_p: float | int | None
+    presence_penalty: float | int | None
+    frequency_penalty: float | int | None
+    repetition_penalty: float | int | None
+    logit_bias: bool | None = Field(description="A non-empty logit_bias was sent.")
+    seed: int | None
+    max_tokens: int | None
+    sources: dict[str, str | None] = Field(
+        description="Per parameter, where its value came from: override, client, defaults or "
+        "server (null: not known)."
+    )
+    logprobs_mode: Literal["raw_logprobs", "processed_logprobs"] | None = Field(
+        description="The server's logprobs mode (null: the log does not say)."
+    )
+    modified: bool = Field(
+        description="A parameter that changes the sampled distribution was active or unknown."
+    )
+    constraint: Literal["none", "tool_call", "step"] = Field(
+        description="What a grammar constrained: nothing, the tool-call spans, or all of it."
+    )
+
+
 class TokenSection(_RowModel):
     """What the raw log's token data gives: the token samples of the kept steps, or why none."""
 
@@ -128,6 +157,10 @@ class TokenSection(_RowModel):
     reason: str | None = Field(description="The steps behind ``kinds``; null when none.")
     samples: list[int] = Field(description="Token samples per branch (all 0 with kinds).")
     breaks: list[TokenBreak] = Field(description="Each prefix break, in step order.")
+    sampling: list[SamplingEntry] = Field(
+        default_factory=list,
+        description="Each kept step's sampling, in step order (rows before version 3 lack it).",
+    )
 
 
 @dataclass(frozen=True)

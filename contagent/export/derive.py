@@ -26,6 +26,7 @@ from contagent.layout import RolloutPaths
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges
 from contagent.rawlog.result import read_result as read_result_file
 from contagent.rules import token_samples as token_rules
+from contagent.rules.groups import ATTEMPT_FIELDS
 
 #: The ``result.json`` fields the export reads, type-checked as it reads them.
 RESULT_READ: tuple[str, ...] = (*FROM_RESULT, "reference_solution")
@@ -359,4 +360,5 @@ def rollout_data(
         cached,
         agent if isinstance(agent, str) else None,
         version if isinstance(version, str) else None,
+        {k: result.get(k) for k in ATTEMPT_FIELDS},
     )

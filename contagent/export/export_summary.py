@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from contagent.core.rows import RowSummary
+
+
+class TokenGroups(BaseModel):
+    """The groups the tokens format's samples came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    groups: int = 0
+    singletons: int = Field(0, description="Groups of one attempt: their advantage is 0.")
+    short: int = Field(
+        0, description="Groups a rollout left (it ended in infra_error, or has no reward)."
+    )
 
 
 class ExportSummary(RowSummary):
@@ -35,6 +47,10 @@ class ExportSummary(RowSummary):
         default_factory=dict,
         description="Per format, per kind, the selected rollouts that format left out "
         "(unrenderable_tool: the tools the model saw are not known).",
+    )
+
+    token_groups: TokenGroups | None = Field(
+        None, description="The tokens format's groups (null when it was not written)."
     )
 
     def count_left_out(self, fmt: str, kind: str) -> None:

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -20,9 +20,9 @@ from contagent import __version__
 from contagent.charts.export_charts import card_images
 from contagent.errors import ContagentError
 from contagent.export.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
-from contagent.export.derive import build_row
+from contagent.export.derive import build_row, read_result
 from contagent.export.document_folder import DocumentWriter
-from contagent.export.export_summary import ExportSummary
+from contagent.export.export_summary import ExportSummary, TokenGroups
 from contagent.export.formats import (
     DOCUMENT_FORMATS,
     FILTER_KEY,
@@ -33,6 +33,16 @@ from contagent.export.formats import (
 from contagent.export.formats.documents import outcome
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES
+from contagent.rules.groups import (
+    ADVANTAGE_METHODS,
+    GROUP_PARTS,
+    AdvantageMethod,
+    GroupFacts,
+    attempt_of,
+    group_counts,
+    group_table,
+)
+from contagent.rules.rl import TOKENS_OPTIONS_KEY, TokenOptions
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +66,20 @@ class ExportOptions:
     None: the card declares ``other`` and says the model's and the tasks' terms apply."""
     max_raw_log: int = MAX_RAW_LOG_BYTES
     """A raw log holding more plain bytes than this (in either form) stops the export."""
+    advantage: AdvantageMethod = "grpo"
+    """How the tokens format's advantages are computed from each group's rewards."""
+    group_by: tuple[str, ...] = ()
+    """What the group key adds to the task and the model (``agent``)."""
+    allow_raw_logprobs: bool = False
+    """Token samples of steps whose raw logprobs are not the sampled distribution's too."""
+    train_constrained: bool = False
+    """Keep the tokens a grammar constrained in the tokens format's ``mask``."""
+
+    @property
+    def tokens(self) -> TokenOptions:
+        return TokenOptions(
+            self.advantage, self.group_by, self.allow_raw_logprobs, self.train_constrained
+        )
 
 
 @dataclass
@@ -85,15 +109,16 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _export_one(args: tuple[RolloutPaths, ExportOptions]) -> _Done:
-    paths, options = args
+def _export_one(args: tuple[RolloutPaths, ExportOptions, GroupFacts | None]) -> _Done:
+    paths, options, group = args
     with _without_cyclic_gc():
-        return _build(paths, options)
+        return _build(paths, options, group)
 
 
-def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
+def _build(paths: RolloutPaths, options: ExportOptions, group: GroupFacts | None) -> _Done:
     done = build_row(paths, options.drop_reasoning, options.max_raw_log)
     row = done.row
+    done.data = replace(done.data, group=group, token_options=options.tokens)
     batches = {}
     documents: dict[str, tuple[bytes | None, str | None]] = {}
     left_out: dict[str, str] = {}
@@ -123,8 +148,20 @@ def _build(paths: RolloutPaths, options: ExportOptions) -> _Done:
     )
 
 
-def _results(rollouts: list[RolloutPaths], options: ExportOptions) -> Iterator[_Done]:
-    work = [(p, options) for p in rollouts]
+def group_table_of(rollouts: list[RolloutPaths], options: TokenOptions) -> dict[str, GroupFacts]:
+    """Every rollout's group and advantage (by its folder), from the verdicts beside the
+    raw logs: the rows name the same rollouts by the same verdicts."""
+    attempts = []
+    for paths in rollouts:
+        verdict = read_result(paths.result) or {}
+        attempts.append(attempt_of(str(paths.root), verdict, options.group_by))
+    return group_table(attempts, options.advantage)
+
+
+def _results(
+    rollouts: list[RolloutPaths], options: ExportOptions, groups: dict[str, GroupFacts]
+) -> Iterator[_Done]:
+    work = [(p, options, groups.get(str(p.root))) for p in rollouts]
     if options.jobs <= 1 or len(work) <= 1:
         yield from map(_export_one, work)
         return
@@ -169,6 +206,7 @@ def export(
         raise ContagentError("--jobs must be at least 1")
     if options.max_raw_log < 1:
         raise ContagentError("--max-raw-log must be at least 1 byte")
+    _check_token_options(options)
     _check_license(options.license)
     names = list(dict.fromkeys(options.formats))
     formats = [format_named(n) for n in names if n not in DOCUMENT_FORMATS]
@@ -196,17 +234,20 @@ def export(
             paths.format_folder(f.name).root,
             f.schema,
             max_rows_per_shard=options.shard_rows,
-            metadata=stamp,
+            metadata={**stamp, TOKENS_OPTIONS_KEY: options.tokens.stamp()}
+            if f.name == "tokens"
+            else stamp,
         )
         for f in formats
     }
+    groups = group_table_of(rollouts, options.tokens) if "tokens" in writers else {}
     documents: dict[str, DocumentWriter] = {}
     try:
         for d in document_formats:
             folder = paths.document_folder(d.name).root
             documents[d.name] = DocumentWriter(folder, d, options.filter, names)
         with open(tmp, "wb") as fh:
-            _write_rows(fh, rollouts, options, (writers, documents), summary, progress)
+            _write_rows(fh, rollouts, options, groups, (writers, documents), summary, progress)
         for fmt in formats:
             summary.parquet_files += [str(p) for p in writers[fmt.name].close()]
         for name, doc_writer in documents.items():
@@ -231,13 +272,15 @@ def _write_rows(
     fh: BinaryIO,
     rollouts: list[RolloutPaths],
     options: ExportOptions,
+    groups: dict[str, GroupFacts],
     all_writers: tuple[dict[str, ShardWriter], dict[str, DocumentWriter]],
     summary: ExportSummary,
     progress: Progress | None,
 ) -> None:
     writers, documents = all_writers
     seen_ids: set[str] = set()
-    for n, done in enumerate(_results(rollouts, options), start=1):
+    sampled: list[str] = []
+    for n, done in enumerate(_results(rollouts, options, groups), start=1):
         row = done.row
         if row["rollout_id"] in seen_ids:
             raise ContagentError(f"two rollouts share the id {row['rollout_id']!r}")
@@ -251,6 +294,8 @@ def _write_rows(
             summary.format_rows[name] = summary.format_rows.get(name, 0) + batch.num_rows
         for name, kind in done.left_out.items():
             summary.count_left_out(name, kind)
+        if "tokens" in done.batches and done.batches["tokens"].num_rows:
+            sampled.append(str(rollouts[n - 1].root))
         sft = [b for n, b in done.batches.items() if format_named(n).key_columns == ("branch",)]
         if sft:
             # The SFT formats hold the same rows, one per branch: count them once.
@@ -265,6 +310,20 @@ def _write_rows(
             progress(n, len(rollouts))
     for name in [*writers, *documents]:
         summary.format_rows.setdefault(name, 0)
+    if "tokens" in writers:
+        summary.token_groups = TokenGroups(**asdict(group_counts(groups, sampled)))
+
+
+def _check_token_options(options: ExportOptions) -> None:
+    if options.advantage not in ADVANTAGE_METHODS:
+        raise ContagentError(
+            f"--advantage {options.advantage!r}: one of {', '.join(ADVANTAGE_METHODS)}"
+        )
+    unknown = set(options.group_by) - set(GROUP_PARTS)
+    if unknown:
+        raise ContagentError(
+            f"--group-by {', '.join(sorted(unknown))}: one of {', '.join(GROUP_PARTS)}"
+        )
 
 
 def _write_summary(paths: ExportPaths, summary: ExportSummary) -> None:

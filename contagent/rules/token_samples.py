@@ -18,17 +18,36 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from contagent.chat import route_ends_with
+from contagent.chat import route_ends_with, tool_calls
 from contagent.rules.history import Problem
+from contagent.rules.rl import model_kinds
+from contagent.rules.sampling import (
+    GREEDY_BELOW,
+    StepSampling,
+    constrained_ranges,
+    constraint,
+    sampled_texts,
+    step_sampling,
+)
 
 #: Why a rollout's kept steps give no token samples (the row's tokens section names them).
-TokenKind = Literal["no_tokens", "no_logprobs", "token_mismatch", "bad_tokens"]
+TokenKind = Literal[
+    "no_tokens",
+    "no_logprobs",
+    "token_mismatch",
+    "bad_tokens",
+    "unknown_sampling",
+    "zero_temperature",
+]
 
-#: Request body fields that steer the sampler with a grammar (structured outputs).
-_GUIDED_PREFIX = "guided_"
+#: The one-line hint of ``unknown_sampling``.
+SAMPLING_HINT = (
+    "record with --sampling-defaults temperature=... (or --sampling-override) on "
+    "contagent proxy/run so that the temperature is known"
+)
 
 _MAX_ID = 2**31 - 1  # the samples store int32 ids
 _NAN = float("nan")
@@ -45,8 +64,9 @@ class StepTokens:
     sampled: list[int]
     logprobs: list[float]
     temperature: float
-    """The request's temperature; NaN when it set none (the server's default applied)."""
-    constrained: bool
+    """The temperature the step was sampled at."""
+    constrained: tuple[tuple[int, int], ...] = ()
+    """Ranges ``[a, b)`` of the sampled tokens (0-based within them) a grammar constrained."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +94,10 @@ class TokenSamples:
     breaks: tuple[dict[str, int], ...]
     """Each prefix break: ``exchange_index``, ``branch`` and the first differing ``position``."""
     steps: tuple[StepTokens, ...] = ()
-    """Every kept step's token data, in row order (empty when there are problems)."""
+    """Every kept step's token data, in row order, when every step's is sound (also when a
+    sampling problem leaves the rollout without samples); empty otherwise."""
+    sampling: tuple[dict[str, Any], ...] = ()
+    """Every kept step's sampling and constraint, in row order (the section's ``sampling``)."""
 
     def section(self) -> dict[str, Any]:
         """The results row's ``tokens`` section."""
@@ -83,47 +106,13 @@ class TokenSamples:
             "reason": "; ".join(text for _, text in self.problems) or None,
             "samples": list(self.counts),
             "breaks": [dict(b) for b in self.breaks],
+            "sampling": [dict(s) for s in self.sampling],
         }
 
 
 def has_token_data(outcomes: dict[int, dict[str, Any]]) -> bool:
     """Did the proxy record token data for any exchange of this raw log?"""
     return any(out.get("tokens") is not None for out in outcomes.values())
-
-
-def constrained(body: Any) -> bool:
-    """Was the step sampled under a grammar (its logprobs those of the constrained distribution)?
-
-    A named or ``required`` tool choice, a ``strict`` tool, a JSON response format,
-    ``structured_outputs`` or any ``guided_*`` field. Any object ``tool_choice`` counts,
-    and any ``response_format`` but ``text``: when in doubt, the step is marked.
-    """
-    if not isinstance(body, dict):
-        return False
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) or choice == "required":
-        return True
-    for tool in body.get("tools") or ():
-        if isinstance(tool, dict):
-            function = tool.get("function")
-            if tool.get("strict") is True or (
-                isinstance(function, dict) and function.get("strict") is True
-            ):
-                return True
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
-        return True
-    if body.get("structured_outputs") is not None:
-        return True
-    return any(k.startswith(_GUIDED_PREFIX) and v is not None for k, v in body.items())
-
-
-def temperature(body: Any) -> float:
-    """The request's ``temperature``, or NaN when it set none."""
-    value = body.get("temperature") if isinstance(body, dict) else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return _NAN
 
 
 def _ids(value: Any) -> bool:
@@ -151,11 +140,22 @@ def _choice(tokens: dict[str, Any]) -> dict[str, Any] | None:
     return next((c for c in choices if isinstance(c, dict) and c.get("index") == 0), None)
 
 
+def sampling_problem(sampling: StepSampling, where: str) -> Problem | None:
+    """A step whose temperature is not known, or is greedy: prime-rl divides by it."""
+    temperature = sampling.temperature
+    if temperature is None:
+        return ("unknown_sampling", f"{where}: its temperature is not known ({SAMPLING_HINT})")
+    if temperature < GREEDY_BELOW:
+        return ("zero_temperature", f"{where}: sampled at temperature {temperature} (greedy)")
+    return None
+
+
 def step_tokens(
     step: dict[str, Any],
     request: dict[str, Any],
     outcome: dict[str, Any],
     usage: dict[str, int] | None,
+    sampling: StepSampling | None = None,
 ) -> StepTokens | Problem:
     """The token data of a kept step (a row's step, with its raw records), or what is wrong."""
     index = step["exchange_index"]
@@ -168,7 +168,10 @@ def step_tokens(
     if not isinstance(found[0], list):
         return found
     prompt, sampled, logprobs = found
-    body = request.get("body")
+    sampling = sampling or step_sampling(request)
+    kind = constraint(request.get("body"), sampling)
+    calls = bool(tool_calls(step["response"])) if isinstance(step.get("response"), dict) else True
+    texts = sampled_texts(outcome) if kind == "tool_call" else None
     return StepTokens(
         index=index,
         branch=step["branch"],
@@ -176,8 +179,8 @@ def step_tokens(
         prompt=prompt,
         sampled=sampled,
         logprobs=logprobs,
-        temperature=temperature(body),
-        constrained=constrained(body),
+        temperature=sampling.temperature if sampling.temperature is not None else _NAN,
+        constrained=constrained_ranges(kind, texts, len(sampled), calls),
     )
 
 
@@ -285,16 +288,27 @@ def plan(
     """The token samples of a row's kept ``steps``, read from the raw records."""
     sound: list[StepTokens] = []
     problems: list[Problem] = []
+    unknown: list[Problem] = []
+    entries: list[dict[str, Any]] = []
     for step in steps:
         i = step["exchange_index"]
-        found = step_tokens(step, requests[i], outcomes[i], usages.get(i))
+        sampling = step_sampling(requests[i])
+        entries.append(sampling.section(i, constraint(requests[i].get("body"), sampling)))
+        found = step_tokens(step, requests[i], outcomes[i], usages.get(i), sampling)
         if isinstance(found, StepTokens):
             sound.append(found)
         else:
             problems.append(found)
-    if problems:
-        return TokenSamples(tuple(problems), (), (0,) * branches, ())
-    return plan_samples(sound, branches)
+        problem = sampling_problem(sampling, f"step {i}")
+        if problem is not None:
+            unknown.append(problem)
+    if problems or unknown:
+        # sound token data stays known (other formats carry it) though it gives no samples
+        held = () if problems else tuple(sound)
+        return TokenSamples(
+            tuple(problems + unknown), (), (0,) * branches, (), held, tuple(entries)
+        )
+    return replace(plan_samples(sound, branches), sampling=tuple(entries))
 
 
 @dataclass(frozen=True)
@@ -306,15 +320,20 @@ class SampleTokens:
     logprobs: list[float]
     temperatures: list[float]
     constrained: list[bool]
+    advantages: list[float]
 
 
-def sample_tokens(sample: Sample) -> SampleTokens:
+def sample_tokens(
+    sample: Sample, advantage: float = 0.0, train_constrained: bool = False
+) -> SampleTokens:
     """Lay a sample's steps out token by token.
 
-    ``mask`` is true on the sampled tokens of the sample's own steps, with their
-    logprobs (0 elsewhere); each step's temperature covers the tokens it added (the
-    new prompt tokens and its sampled ones); ``constrained`` is true on the sampled
-    tokens of steps sampled under a grammar. Floats are rounded to float32 as stored.
+    ``logprobs`` holds the sampler's logprob on the sampled tokens of the sample's own
+    steps (0 elsewhere); ``constrained`` is true on the sampled tokens a grammar shaped;
+    ``mask`` is true on the sampled tokens of the sample's own steps, less the constrained
+    ones unless ``train_constrained``; ``advantages`` is ``advantage`` where ``mask`` is
+    true, 0 elsewhere. Each step's temperature covers the tokens it added (the new prompt
+    tokens and its sampled ones). Floats are rounded to float32 as stored.
     """
     last = sample.steps[-1]
     token_ids = last.prompt + last.sampled
@@ -328,25 +347,33 @@ def sample_tokens(sample: Sample) -> SampleTokens:
         a = len(step.prompt)
         b = a + len(step.sampled)
         temperatures[start:b] = array("f", [step.temperature]) * (b - start)
-        if step.constrained:
-            marks[a:b] = [True] * (b - a)
+        for lo, hi in step.constrained:
+            marks[a + lo : a + hi] = [True] * (hi - lo)
         if step.branch == sample.branch:
             mask[a:b] = [True] * (b - a)
             logprobs[a:b] = array("f", step.logprobs)
         start = b
-    return SampleTokens(token_ids, mask, logprobs.tolist(), temperatures.tolist(), marks)
+    if not train_constrained:
+        mask = [m and not c for m, c in zip(mask, marks, strict=True)]
+    value = array("f", [advantage])[0]
+    advantages = [value if m else 0.0 for m in mask]
+    return SampleTokens(
+        token_ids, mask, logprobs.tolist(), temperatures.tolist(), marks, advantages
+    )
 
 
 def selected_for_tokens(row: dict[str, Any], rollout_filter: str) -> bool:
     """Does a results row's rollout give token samples under ``rollout_filter`` (``--filter``)?
 
-    Its kept steps must be sound: it is training-ready, or its only not-ready kind is
-    ``truncated`` (RL masks overlong rollouts rather than dropping them), and every kept
-    step has sound token data. Then ``--filter`` applies as for the other formats.
+    Its kept steps must be sound: every not-ready kind it has is the model's own
+    behaviour (:data:`contagent.rules.rl.NOT_READY_CLASS`: RL learns from the model's
+    mistakes, and masks overlong rollouts rather than dropping them), and every kept
+    step has sound token data and a known temperature. Then ``--filter`` applies as for
+    the other formats.
     """
     tokens = row.get("tokens")
     if not isinstance(tokens, dict) or tokens.get("kinds"):
         return False
-    if not (row["training_ready"] or row["not_ready_kinds"] == ["truncated"]):
+    if model_kinds(row) is None:
         return False
     return rollout_filter == "all" or row.get("passed") is True

@@ -35,6 +35,7 @@ from contagent.export.formats.folder import read_dataset_folder
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import ExportPaths
 from contagent.validate.document_folders import check_document_folder
+from contagent.validate.token_groups import shard_options, with_groups
 from contagent.validate.token_invariants import sample_problems
 
 Problem = tuple[str | None, str]
@@ -60,6 +61,12 @@ def check_format_folders(
     (None when there is none); return (Parquet records read, documents read, problems)."""
     present = [name for name in FORMAT_NAMES if paths.root.joinpath(name).exists()]
     problems: list[Problem] = []
+    by_format = dict.fromkeys(present, data)
+    if "tokens" in present:
+        options, option_problems = shard_options(paths)
+        problems += option_problems
+        if options is not None:
+            by_format["tokens"] = with_groups(data, options)
     records = documents = 0
     claimed: set[str] = set(_summary_formats(summary))
     for name in present:
@@ -70,13 +77,13 @@ def check_format_folders(
             )
             documents += n
         else:
-            n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, data)
+            n, folder_problems, written = _check_folder(paths, FORMATS[name], rows, by_format[name])
             records += n
         problems += folder_problems
         claimed |= written
     for name in sorted(claimed - set(present)):
         problems.append((None, f"{name}/: the export wrote this format but the folder is gone"))
-    problems += _left_out_problems(present, rows, data, summary)
+    problems += _left_out_problems(present, rows, by_format, summary)
     return records, documents, problems
 
 
@@ -94,7 +101,10 @@ def _left_out(
 
 
 def _left_out_problems(
-    present: list[str], rows: list[dict[str, Any]], data: RowData, summary: dict[str, Any] | None
+    present: list[str],
+    rows: list[dict[str, Any]],
+    data: dict[str, RowData],
+    summary: dict[str, Any] | None,
 ) -> list[Problem]:
     """The summary's per-format counts of left-out rows against the formats' rule."""
     options = (summary or {}).get("options")
@@ -107,7 +117,7 @@ def _left_out_problems(
         if name not in FORMATS:
             continue
         want: dict[str, int] = {}
-        for kind in _left_out(FORMATS[name], rows, data, chosen).values():
+        for kind in _left_out(FORMATS[name], rows, data[name], chosen).values():
             want[kind] = want.get(kind, 0) + 1
         said = said_all.get(name, {}) if isinstance(said_all, dict) else None
         if said != want:

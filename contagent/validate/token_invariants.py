@@ -3,8 +3,11 @@
 These check the written records without the rule that cut them: each record ends
 with exactly one kept step's prompt and sampled ids; walking back from that step
 along the steps it extends while their tokens stay a prefix of the record gives the
-steps it holds; ``mask`` is true exactly on those of the record's branch, with the
-raw logprobs there and 0 elsewhere; and every kept step is trained in exactly one
+steps it holds; ``constrained`` is true only on sampled tokens; ``mask`` is true exactly
+on the sampled tokens of the record's branch that are not constrained (constrained ones
+too under ``--train-constrained``), the raw logprobs are on those sampled tokens and 0
+elsewhere, ``advantages`` is the rollout's advantage where ``mask`` is true and 0
+elsewhere, no temperature is NaN; and every kept step is held as its own in exactly one
 record of the rollout.
 """
 
@@ -41,19 +44,48 @@ def sample_problems(rid: str, records: list[dict[str, Any]], data: RolloutData) 
         held = _held(last, ids, steps)
         own = [s for s in held if s.branch == last.branch]
         trained.update(s.index for s in own)
-        mask = [False] * len(ids)
-        logprobs = array("f", bytes(4 * len(ids)))
-        for step in own:
-            a = len(step.prompt)
-            mask[a : a + len(step.sampled)] = [True] * len(step.sampled)
-            logprobs[a : a + len(step.sampled)] = array("f", step.logprobs)
-        if rec.get("mask") != mask:
-            problems.append((rid, f"{where}: mask is not exactly its steps' sampled tokens"))
-        elif rec.get("logprobs") != logprobs.tolist():
-            problems.append((rid, f"{where}: logprobs are not the sampler's"))
+        problems += [(rid, f"{where}: {p}") for p in _columns(rec, ids, held, own, data)]
     for index in steps:
         if trained[index] != 1:
             problems.append((rid, f"step {index} is trained in {trained[index]} token records"))
+    return problems
+
+
+def _columns(
+    rec: dict[str, Any],
+    ids: list[int],
+    held: list[StepTokens],
+    own: list[StepTokens],
+    data: RolloutData,
+) -> list[str]:
+    n = len(ids)
+    sampled, mine = [False] * n, [False] * n
+    logprobs = array("f", bytes(4 * n))
+    for step in held:
+        a, b = len(step.prompt), len(step.prompt) + len(step.sampled)
+        sampled[a:b] = [True] * (b - a)
+        if step in own:
+            mine[a:b] = [True] * (b - a)
+            logprobs[a:b] = array("f", step.logprobs)
+    marks = rec.get("constrained")
+    if not isinstance(marks, list) or len(marks) != n:
+        return ["constrained is not one flag per token"]
+    if any(c and not s for c, s in zip(marks, sampled, strict=True)):
+        return ["constrained marks tokens that were not sampled"]
+    train = data.token_options.train_constrained
+    mask = [m and (train or not c) for m, c in zip(mine, marks, strict=True)]
+    problems = []
+    if rec.get("mask") != mask:
+        problems.append("mask is not exactly its steps' sampled tokens less the constrained")
+    if rec.get("logprobs") != logprobs.tolist():
+        problems.append("logprobs are not the sampler's")
+    advantage = data.group.advantage if data.group is not None else None
+    want = [array("f", [advantage])[0] if m else 0.0 for m in mask] if advantage is not None else []
+    if advantage is None or rec.get("advantages") != want:
+        problems.append("advantages are not the rollout's advantage on the masked tokens")
+    temperatures = rec.get("temperatures")
+    if not isinstance(temperatures, list) or any(t != t for t in temperatures):
+        problems.append("a temperature is NaN")
     return problems
 
 

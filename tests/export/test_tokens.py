@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from contagent.export.exporter import ExportOptions, export
 from contagent.export.formats.tokens_format import TOKENS_SCHEMA
 from contagent.rawlog.read import read_exchanges
+from contagent.rules import sampling
 from contagent.rules import token_samples as rules
 from tests.helpers import REPO, read_rows
 from tools.token_rollouts import IM_END
@@ -115,8 +115,8 @@ def test_where_the_prefix_breaks_a_new_sample_starts_with_the_full_prompt(
         assert rec["mask"] == [False] * len(prompt) + [True] * len(sampled)
         assert rec["logprobs"][len(prompt) :] == _f32(logprobs)
         assert rec["num_steps"] == 1
-        # no temperature in the request: NaN, the server's default applied
-        assert all(math.isnan(t) for t in rec["temperatures"])
+        # no temperature in the request: the server's default, as recorded
+        assert rec["temperatures"] == [1.0] * len(rec["token_ids"])
     for brk in rows["qwen3_breaks"]["tokens"]["breaks"]:
         before_prompt, before_sampled, _ = steps[brk["exchange_index"] - 1]
         expected = before_prompt + before_sampled
@@ -142,9 +142,7 @@ def test_a_fork_starts_with_the_shared_steps_trained_once(token_runs: Path, tmp_
 
 def test_a_fork_whose_prompt_breaks_at_the_fork_starts_with_its_own_prompt() -> None:
     def step(index: int, branch: int, parent: int | None, prompt: list[int]) -> Any:
-        return rules.StepTokens(
-            index, branch, parent, prompt, [9, IM_END], [-1.0, -0.5], 1.0, False
-        )
+        return rules.StepTokens(index, branch, parent, prompt, [9, IM_END], [-1.0, -0.5], 1.0)
 
     plan = rules.plan_samples(
         [step(0, 0, None, [1, 2]), step(1, 1, 0, [1, 2, 7]), step(2, 0, 0, [1, 2, 9, IM_END, 4])],
@@ -202,26 +200,41 @@ def test_constrained_steps_are_marked_on_their_sampled_tokens(
     assert rec["constrained"] == marks
 
 
+_STRICT = [{"type": "function", "function": {"name": "t", "strict": True}}]
+
+
 @pytest.mark.parametrize(
-    ("extra", "expected"),
+    ("extra", "mode", "expected"),
     [
-        ({"tool_choice": "required"}, True),
-        ({"tool_choice": {"type": "function", "function": {"name": "terminal"}}}, True),
-        ({"tool_choice": "auto"}, False),
-        ({"tool_choice": "none"}, False),
-        ({"tools": [{"type": "function", "function": {"name": "t", "strict": True}}]}, True),
-        ({"tools": [{"type": "function", "function": {"name": "t", "strict": False}}]}, False),
-        ({"response_format": {"type": "json_schema", "json_schema": {}}}, True),
-        ({"response_format": {"type": "json_object"}}, True),
-        ({"response_format": {"type": "text"}}, False),
-        ({"structured_outputs": {"regex": "a+"}}, True),
-        ({"guided_json": {"type": "object"}}, True),
-        ({"guided_choice": None}, False),
-        ({}, False),
+        ({"tool_choice": "required"}, "processed_logprobs", "step"),
+        ({"tool_choice": {"type": "function", "function": {"name": "t"}}}, None, "step"),
+        ({"tool_choice": "auto"}, None, "none"),
+        ({"tool_choice": "none"}, None, "none"),
+        ({"tools": _STRICT}, None, "tool_call"),
+        ({"tools": _STRICT, "tool_choice": "auto"}, None, "tool_call"),
+        ({"tools": _STRICT, "tool_choice": "required"}, None, "step"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "t", "strict": False}}]},
+            None,
+            "none",
+        ),
+        ({"tools": [{"type": "function", "strict": True, "name": "t"}]}, None, "tool_call"),
+        ({"response_format": {"type": "json_schema", "json_schema": {}}}, None, "step"),
+        ({"response_format": {"type": "json_object"}}, None, "step"),
+        ({"response_format": {"type": "text"}}, None, "none"),
+        ({"structured_outputs": {"regex": "a+"}}, None, "step"),
+        ({"guided_json": {"type": "object"}}, None, "none"),  # vLLM 0.32 ignores guided_*
+        ({"guided_choice": ["a", "b"]}, None, "none"),
+        ({"logit_bias": {"5": 3.0}}, "processed_logprobs", "step"),
+        ({"logit_bias": {"5": 3.0}}, None, "step"),
+        ({"logit_bias": {"5": 3.0}}, "raw_logprobs", "none"),  # raw reports the model's own
+        ({}, None, "none"),
     ],
 )
-def test_constraint_detection(extra: dict[str, Any], expected: bool) -> None:
-    assert rules.constrained({"messages": [], **extra}) is expected
+def test_constraint_detection(extra: dict[str, Any], mode: str | None, expected: str) -> None:
+    body = {"messages": [], **extra}
+    request = {"body": body, "server": {"name": "vllm", "logprobs_mode": mode}}
+    assert sampling.constraint(body, sampling.step_sampling(request)) == expected
 
 
 def _step(path: str = "/v1/chat/completions", **tokens: Any) -> Any:
@@ -276,7 +289,7 @@ def test_a_responses_step_is_no_tokens_in_the_row(tmp_path: Path) -> None:
     log.write_bytes(b"\n".join(spoilt) + b"\n")
     rows, records = _export(tmp_path / "runs", tmp_path / "out")
     (row,) = rows.values()
-    assert row["tokens"]["kinds"] == ["no_tokens"] and not records
+    assert "no_tokens" in row["tokens"]["kinds"] and not records
 
 
 def test_drop_reasoning_does_not_change_token_samples(token_runs: Path, tmp_path: Path) -> None:
@@ -337,8 +350,8 @@ def test_the_folder_loads_with_datasets(token_runs: Path, tmp_path: Path) -> Non
 def test_builder_records_fit_the_raw_log_models(token_runs: Path) -> None:
     from contagent.rawlog.records import OutcomeRecord, RequestRecord
 
-    if "tokens" not in OutcomeRecord.model_fields:
-        pytest.skip("these raw-log models predate token capture")
+    if "sampling" not in RequestRecord.model_fields:
+        pytest.skip("these raw-log models predate the recorded sampling")
     for log in token_runs.glob("*/exchanges.jsonl"):
         for line in log.read_bytes().splitlines():
             rec = orjson.loads(line)

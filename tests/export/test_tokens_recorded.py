@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import orjson
 import pyarrow.parquet as pq
 import pytest
 
@@ -12,6 +13,7 @@ from contagent.export.exporter import ExportOptions, export
 from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import REPO, read_rows
+from tools.token_rollouts import SERVER_SAMPLING, recorded_sampling
 
 RECORDED = REPO / "data" / "rollouts" / "tokens"
 
@@ -20,12 +22,52 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _recorded_sampling(runs: Path) -> bool:
+    """Do the recorded requests say what they were sampled at (a re-recording does)?"""
+    return all(
+        req.get("sampling") is not None and "logprobs_mode" in (req.get("server") or {})
+        for log in runs.glob("*/exchanges.jsonl")
+        for req in read_exchanges(log).requests.values()
+    )
+
+
+def _as_recorded_now(runs: Path) -> None:
+    """Give requests recorded before the sampling was recorded what the proxy records now
+    against that server: vLLM's default temperature 1 (the tiny model's generation config
+    sets none) in the processed logprobs mode. The tokens themselves are untouched."""
+    for log in runs.glob("*/exchanges.jsonl"):
+        lines = []
+        for line in log.read_bytes().splitlines():
+            rec = orjson.loads(line)
+            if rec.get("type") == "request" and rec.get("sampling") is None:
+                rec["sampling"] = recorded_sampling(rec["body"], SERVER_SAMPLING)
+                rec["server"] = {**rec["server"], "logprobs_mode": "processed_logprobs"}
+            lines.append(orjson.dumps(rec))
+        log.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_requests_recorded_without_their_sampling_give_no_samples(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    shutil.copytree(RECORDED, runs)
+    if _recorded_sampling(runs):
+        pytest.skip("the bundled rollouts record their sampling")
+    export([runs], tmp_path / "out", ExportOptions(formats=("tokens",), filter="all"))
+    for row in read_rows(tmp_path / "out" / "results.jsonl"):
+        assert "unknown_sampling" in row["tokens"]["kinds"], row["rollout_id"]
+        assert "--sampling-defaults" in row["tokens"]["reason"]
+
+
 @pytest.fixture
 def exported(tmp_path: Path) -> tuple[Path, dict[str, dict], list[dict]]:
     runs = tmp_path / "runs"
     shutil.copytree(RECORDED, runs)
+    if not _recorded_sampling(runs):
+        _as_recorded_now(runs)
     out = tmp_path / "out"
-    export([runs], out, ExportOptions(formats=("tokens", "prime-sft"), filter="all"))
+    # the samples drive the model with logit_bias and named tool choices: keep the tokens
+    # that constrained in the mask, so that every sampled token is counted
+    options = ExportOptions(formats=("tokens", "prime-sft"), filter="all", train_constrained=True)
+    export([runs], out, options)
     rows = {r["rollout_id"]: r for r in read_rows(out / "results.jsonl")}
     return out, rows, pq.read_table(out / "tokens" / "data").to_pylist()
 

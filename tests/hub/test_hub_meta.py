@@ -95,9 +95,12 @@ def _token_row(i: int) -> dict:
     n = i + 2
     return {
         "token_ids": list(range(n)), "mask": [k % 2 == 1 for k in range(n)],
-        "logprobs": [-0.5 * (k % 2) for k in range(n)], "temperatures": [float("nan")] * n,
+        "logprobs": [-0.5 * (k % 2) for k in range(n)], "temperatures": [0.6] * n,
+        "advantages": [0.5 * (k % 2) for k in range(n)], "advantage": 0.5, "group_id": '["t","m"]',
+        "group_size": 2, "group_complete": True, "not_ready_kinds": [], "sampling_modified": True,
+        "logprobs_mode": "processed_logprobs",
         "constrained": [False] * n, "env_name": "e", "rollout_id": f"r{i}", "branch": 0,
-        "sample": 0, "reward": 1.0 if i % 2 else None, "passed": bool(i % 2), "truncated": False,
+        "sample": 0, "reward": 1.0 if i % 2 else 0.0, "passed": bool(i % 2), "truncated": False,
         "experiment": None, "model": "m", "num_steps": 1, "num_tokens": n, "num_sampled": n // 2,
     }  # fmt: skip
 

@@ -18,6 +18,7 @@ from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.tokens_format import sample_record
 from contagent.rawlog.read import read_exchanges
 from contagent.rules import token_samples as rules
+from contagent.rules.groups import GroupFacts
 from contagent.validate.check import validate
 from contagent.validate.token_invariants import sample_problems
 from tests.helpers import REPO, read_rows, write_rows
@@ -89,7 +90,29 @@ def _change_logprob(records: list[dict[str, Any]]) -> None:
 
 
 def _change_temperature(records: list[dict[str, Any]]) -> None:
-    _forked(records)["temperatures"][0] = 1.0
+    _forked(records)["temperatures"][0] = 0.5
+
+
+def _nan_temperature(records: list[dict[str, Any]]) -> None:
+    _forked(records)["temperatures"][0] = float("nan")
+
+
+def _change_advantages(records: list[dict[str, Any]]) -> None:
+    rec = _forked(records, 0)
+    rec["advantages"][rec["mask"].index(True)] += 0.25
+
+
+def _column(column: str, value: Any, rid: str = "forked") -> Callable[[list[dict[str, Any]]], None]:
+    def change(records: list[dict[str, Any]]) -> None:
+        next(r for r in records if r["rollout_id"] == rid)[column] = value
+
+    change.__name__ = f"_set_{column}"
+    return change
+
+
+def _train_constrained(records: list[dict[str, Any]]) -> None:
+    rec = next(r for r in records if r["rollout_id"] == "constrained_step")
+    rec["mask"] = [m or c for m, c in zip(rec["mask"], rec["constrained"], strict=True)]
 
 
 def _unmark_constrained(records: list[dict[str, Any]]) -> None:
@@ -136,6 +159,18 @@ def _wrong_reward(records: list[dict[str, Any]]) -> None:
         (_train_shared_step_twice, "mask differs"),
         (_change_logprob, "logprobs differs"),
         (_change_temperature, "temperatures differs"),
+        (_nan_temperature, "a temperature is NaN"),
+        (_change_advantages, "advantages differs"),
+        (_change_advantages, "advantages are not the rollout's advantage"),
+        (_column("advantage", 0.75), "advantage differs"),
+        (_column("group_id", '["other","tiny"]'), "group_id differs"),
+        (_column("group_size", 2), "group_size differs"),
+        (_column("group_complete", False), "group_complete differs"),
+        (_column("sampling_modified", True), "sampling_modified differs"),
+        (_column("logprobs_mode", "raw_logprobs"), "logprobs_mode differs"),
+        (_column("not_ready_kinds", ["unknown_tool"]), "not_ready_kinds differs"),
+        (_train_constrained, "mask differs"),
+        (_train_constrained, "less the constrained"),
         (_unmark_constrained, "constrained differs"),
         (_renumber_sample, "no such record"),
         (_drop_sample, "lacks branch 0 sample 1"),
@@ -168,6 +203,9 @@ def _mutate_row(out: Path, rid: str, change: Callable[[dict[str, Any]], None]) -
         ("qwen3_breaks", lambda r: r["tokens"].update(samples=[2])),
         ("no_tokens", lambda r: r["tokens"].update(kinds=[], reason=None)),
         ("prefix_kept", lambda r: r.update(tokens=None)),
+        ("prefix_kept", lambda r: r["tokens"]["sampling"][0].update(temperature=0.5)),
+        ("prefix_kept", lambda r: r["tokens"]["sampling"][0].update(logprobs_mode=None)),
+        ("constrained_step", lambda r: r["tokens"]["sampling"][0].update(constraint="none")),
     ],
 )
 def test_a_changed_tokens_section_is_caught(
@@ -203,12 +241,12 @@ def test_invariants_catch_a_wrong_cutting_rule_the_rebuild_shares(
 ) -> None:
     """A bug in the rule would be rebuilt the same way; the invariants do not use the rule."""
 
-    def trains_context(sample: rules.Sample) -> rules.SampleTokens:
+    def trains_context(sample: rules.Sample, *args: Any) -> rules.SampleTokens:
         everything = rules.Sample(sample.steps[-1].branch, sample.sample, sample.steps)
         relabelled = tuple(
             rules.StepTokens(**{**vars(s), "branch": sample.branch}) for s in everything.steps
         )
-        return rules.sample_tokens(rules.Sample(sample.branch, sample.sample, relabelled))
+        return rules.sample_tokens(rules.Sample(sample.branch, sample.sample, relabelled), *args)
 
     monkeypatch.setattr(fmt, "sample_tokens", trains_context)
     runs = tmp_path / "runs"
@@ -216,7 +254,11 @@ def test_invariants_catch_a_wrong_cutting_rule_the_rebuild_shares(
     export([runs], tmp_path / "out", ExportOptions(formats=("tokens",), filter="all"))
     reasons = _reasons(tmp_path / "out")
     # the rebuild agrees with the export; only the invariants see the shared step trained twice
-    assert reasons == ["tokens branch 1 sample 0: mask is not exactly its steps' sampled tokens"]
+    assert reasons and not any("differs" in r for r in reasons), reasons
+    assert (
+        "tokens branch 1 sample 0: mask is not exactly its steps' sampled tokens less the "
+        "constrained"
+    ) in reasons
 
 
 def test_invariants_catch_a_step_trained_twice_or_never(exported: Path) -> None:
@@ -226,8 +268,9 @@ def test_invariants_catch_a_step_trained_twice_or_never(exported: Path) -> None:
     usages = {i: raw.usage(i) for i in raw.indices}
     plan = rules.plan(row["steps"], row["branches"], raw.requests, raw.outcomes, usages)
 
-    records = [sample_record(row, s) for s in plan.samples]
-    data = RolloutData(tokens=plan)
+    group = GroupFacts('["exp_tokens","tiny"]', 1, True, 0.0)
+    records = [sample_record(row, s, group, False) for s in plan.samples]
+    data = RolloutData(tokens=plan, group=group)
     assert sample_problems("forked", records, data) == []
     assert ("forked", "step 1 is trained in 2 token records") in sample_problems(
         "forked", [*records, records[1]], data

@@ -83,9 +83,7 @@ def trajectory(row: dict[str, Any], data: RolloutData) -> dict[str, Any]:
 def _step_tokens(data: RolloutData) -> dict[int, StepTokens]:
     """Each kept step's token data, when every kept step has sound token data."""
     plan = data.tokens
-    if plan is None or plan.problems:
-        return {}
-    return {s.index: s for s in plan.steps}
+    return {} if plan is None else {s.index: s for s in plan.steps}
 
 
 def _branch_document(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contagent.rules.groups import GroupFacts
 from contagent.rules.rendered_tools import TrainerTools
+from contagent.rules.rl import TokenOptions
 from contagent.rules.token_samples import TokenSamples
 
 
@@ -26,3 +28,10 @@ class RolloutData:
     """The agent that ran (``result.json``'s ``agent``), when known."""
     agent_version: str | None = None
     """That agent's version (``result.json``'s ``agent_version``), when known."""
+    verdict: dict[str, Any] = field(default_factory=dict)
+    """What the rollout's verdict (``result.json``) says of it as an attempt of its group."""
+    group: GroupFacts | None = None
+    """Its group and advantage, over every rollout of the export (set by the exporter and
+    the validator, which see them all); None when not known."""
+    token_options: TokenOptions = field(default_factory=TokenOptions)
+    """The options that shape RL samples."""

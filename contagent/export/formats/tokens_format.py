@@ -1,8 +1,8 @@
 """Tokens: token-exact samples for RL trainers, one row per sample.
 
-The columns are those of prime-rl's ``TrainingSample`` (``token_ids``, ``mask``,
-``logprobs``, ``temperatures``, ``env_name``, ``reward``) plus what names the sample
-and says how it was sampled. Every token is one the inference server reported, at
+The first columns are prime-rl's ``TrainingSample`` fields (``token_ids``, ``mask``,
+``logprobs``, ``temperatures``, ``env_name``, ``advantages``), with its names and types;
+beside them, what names the sample, its group and reward, and how it was sampled. Every token is one the inference server reported, at
 the position it reported: see :mod:`contagent.rules.token_samples` for how samples are cut.
 """
 
@@ -14,7 +14,12 @@ import pyarrow as pa
 
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.version import schema_metadata
+from contagent.rules.groups import GroupFacts
+from contagent.rules.rl import model_kinds, rl_left_out
 from contagent.rules.token_samples import Sample, sample_tokens, selected_for_tokens
+
+#: prime-rl's ``TrainingSample`` fields the rows carry, with its names and types.
+TRAINING_SAMPLE_FIELDS = ("token_ids", "mask", "logprobs", "temperatures", "env_name", "advantages")
 
 TOKENS_SCHEMA = pa.schema(
     [
@@ -22,14 +27,22 @@ TOKENS_SCHEMA = pa.schema(
         pa.field("mask", pa.list_(pa.bool_()), nullable=False),
         pa.field("logprobs", pa.list_(pa.float32()), nullable=False),
         pa.field("temperatures", pa.list_(pa.float32()), nullable=False),
-        pa.field("constrained", pa.list_(pa.bool_()), nullable=False),
         pa.field("env_name", pa.string(), nullable=False),
+        pa.field("advantages", pa.list_(pa.float32()), nullable=False),
+        pa.field("constrained", pa.list_(pa.bool_()), nullable=False),
         pa.field("rollout_id", pa.string(), nullable=False),
         pa.field("branch", pa.int32(), nullable=False),
         pa.field("sample", pa.int32(), nullable=False),
         pa.field("reward", pa.float64()),
+        pa.field("advantage", pa.float64(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("group_size", pa.int32(), nullable=False),
+        pa.field("group_complete", pa.bool_(), nullable=False),
         pa.field("passed", pa.bool_()),
         pa.field("truncated", pa.bool_(), nullable=False),
+        pa.field("not_ready_kinds", pa.list_(pa.string()), nullable=False),
+        pa.field("sampling_modified", pa.bool_(), nullable=False),
+        pa.field("logprobs_mode", pa.string()),
         pa.field("experiment", pa.string()),
         pa.field("model", pa.string()),
         pa.field("num_steps", pa.int32(), nullable=False),
@@ -42,24 +55,39 @@ TOKENS_SCHEMA = pa.schema(
 COLUMN_DOCS: dict[str, str] = {
     "token_ids": "The sample's tokens: its last step's prompt token ids followed by the ids "
     "it sampled, exactly as the inference server reported them.",
-    "mask": "True exactly on the tokens the model sampled in this sample's steps; false on "
-    "prompt tokens and on steps shared with an earlier sample (trained there).",
-    "logprobs": "The sampler's logprob of each masked token; 0 elsewhere.",
-    "temperatures": "Per token, the temperature of the step that added it: the request's "
-    "`temperature`, or NaN when the request set none (the server's default applied).",
-    "constrained": "True on the sampled tokens of steps sampled under a grammar (a named or "
-    "`required` tool_choice, a strict tool, a JSON response_format, guided decoding).",
+    "mask": "True on the tokens the model sampled in this sample's own steps, less those a "
+    "grammar constrained (unless exported with --train-constrained); false on prompt tokens "
+    "and on steps shared with an earlier sample (trained there).",
+    "logprobs": "The sampler's logprob of each token sampled in the sample's own steps; "
+    "0 elsewhere.",
+    "temperatures": "Per token, the temperature of the step that added it (never NaN: a "
+    "rollout with a step whose temperature is not known gives no samples).",
     "env_name": "The experiment the rollout ran (empty when unknown).",
+    "advantages": "Per token, the rollout's advantage where mask is true, 0 elsewhere.",
+    "constrained": "True on the sampled tokens a grammar shaped: all a step sampled under a "
+    "named or `required` tool_choice, a response_format, structured_outputs or (processed "
+    "logprobs) logit_bias; the tool-call spans under strict tools and `auto`.",
     "rollout_id": "The rollout the sample comes from.",
     "branch": "0-based branch of the rollout (as in the SFT formats).",
     "sample": "0-based sample within the branch: a new one starts where the prompt tokens "
     "stop extending the previous step's.",
-    "reward": "Reward of the rollout (evaluate.sh verdict), when known.",
+    "reward": "Reward of the rollout.",
+    "advantage": "The rollout's advantage: its reward against its group's (--advantage).",
+    "group_id": "The rollout's group: the attempts at one task with one model (JSON list).",
+    "group_size": "Attempts of the group that count (with a reward, no infra_error).",
+    "group_complete": "False when a rollout left the group (infra_error, or no reward).",
     "passed": "Whether the rollout passed its evaluation, when known.",
     "truncated": "The rollout was cut (iteration limit, timeout or a cut last step).",
+    "not_ready_kinds": "The model's own mistakes the rollout holds (e.g. bad_tool_arguments): "
+    "kinds that keep it out of the SFT formats but not out of RL.",
+    "sampling_modified": "A parameter that changes the sampled distribution (temperature "
+    "other than 1, top_p, top_k, min_p, a penalty, logit_bias) was active, or not known, "
+    "in one of the sample's own steps.",
+    "logprobs_mode": "The server's logprobs mode for the sample's own steps (raw_logprobs or "
+    "processed_logprobs); null when not recorded or not one for all of them.",
     "experiment": "Experiment name.",
     "model": "Model that sampled the tokens.",
-    "num_steps": "Steps (LLM calls) whose sampled tokens this sample trains.",
+    "num_steps": "Steps (LLM calls) whose sampled tokens this sample holds as its own.",
     "num_tokens": "Length of token_ids.",
     "num_sampled": "Tokens with mask true.",
 }
@@ -67,52 +95,66 @@ COLUMN_DOCS: dict[str, str] = {
 USAGE = """\
 ### prime-rl
 
-Each row has the fields of prime-rl's `TrainingSample` (`token_ids`, `mask`, `logprobs`,
-`temperatures`, `env_name`, `reward`), aligned per token, so a row becomes one sample as it is.
-Compute the advantage from `reward` across the rollouts of a task (the export needs
-`--filter all` so that failed rollouts are here too):
+The first six columns are prime-rl's `TrainingSample` fields, with its names and types, so a
+row becomes one sample with no glue (`advantages` already holds the group-relative advantage;
+the export needs `--filter all` so that failed rollouts are here too):
 
 ```python
 from datasets import load_dataset
+from prime_rl.transports.rollouts.types import TrainingSample
 
 ds = load_dataset("ORG/NAME", split="train")  # or the local folder's path
-row = ds[0]
-sample = dict(
-    token_ids=row["token_ids"], mask=row["mask"], logprobs=row["logprobs"],
-    temperatures=row["temperatures"], env_name=row["env_name"], reward=row["reward"],
-)
+samples = [TrainingSample(**{f: row[f] for f in TrainingSample.__struct_fields__ if f in row})
+           for row in ds]
 ```
 
-- `temperatures` is NaN where the request set no temperature: the server then used the
-  model's generation config. Fill it with that value before training.
-- `constrained` marks tokens sampled under a grammar: their logprobs are those of the
-  constrained distribution, far from the model's own. Mask them (`mask & ~constrained`) or
-  correct for them.
+- `mask` leaves out the tokens a grammar constrained (`constrained`), whose logprobs are
+  not the model's own.
 - `truncated` rollouts are here; mask or drop them as your overlong policy says.
 
 ### Other RL trainers
 
-verl, NeMo-RL, slime and agent-lightning take the same three aligned lists: `token_ids` as
-the input ids, `mask` as the loss (response) mask and `logprobs` as the rollout's old
-logprobs for the importance ratio.
+verl, NeMo-RL, slime and agent-lightning take the same aligned lists: `token_ids` as the
+input ids, `mask` as the loss (response) mask, `logprobs` as the rollout's old logprobs for
+the importance ratio and `advantage` (or `reward` with `group_id`) for the policy gradient.
 """
 
 
-def sample_record(row: dict[str, Any], sample: Sample) -> dict[str, Any]:
-    tokens = sample_tokens(sample)
+def _own_sampling(row: dict[str, Any], sample: Sample) -> tuple[bool, str | None]:
+    """(``sampling_modified``, ``logprobs_mode``) of the sample's own steps."""
+    entries = {s["exchange_index"]: s for s in (row.get("tokens") or {}).get("sampling") or []}
+    own = [entries[s.index] for s in sample.own if s.index in entries]
+    modes = {e["logprobs_mode"] for e in own}
+    mode = next(iter(modes)) if len(modes) == 1 else None
+    return any(e["modified"] for e in own) or len(own) < len(sample.own), mode
+
+
+def sample_record(
+    row: dict[str, Any], sample: Sample, group: GroupFacts, train_constrained: bool
+) -> dict[str, Any]:
+    tokens = sample_tokens(sample, group.advantage, train_constrained)
+    modified, mode = _own_sampling(row, sample)
     return {
         "token_ids": tokens.token_ids,
         "mask": tokens.mask,
         "logprobs": tokens.logprobs,
         "temperatures": tokens.temperatures,
-        "constrained": tokens.constrained,
         "env_name": row.get("experiment") or "",
+        "advantages": tokens.advantages,
+        "constrained": tokens.constrained,
         "rollout_id": row["rollout_id"],
         "branch": sample.branch,
         "sample": sample.sample,
         "reward": row.get("reward"),
+        "advantage": group.advantage,
+        "group_id": group.group_id,
+        "group_size": group.group_size,
+        "group_complete": group.group_complete,
         "passed": row.get("passed"),
         "truncated": row["truncated"],
+        "not_ready_kinds": model_kinds(row) or [],
+        "sampling_modified": modified,
+        "logprobs_mode": mode,
         "experiment": row.get("experiment"),
         "model": row.get("model"),
         "num_steps": len(sample.own),
@@ -141,8 +183,8 @@ class Tokens:
     rows_are = "token samples"
     key_columns: tuple[str, ...] = ("branch", "sample")
     column_notes = (
-        "The per-token lists `token_ids`, `mask`, `logprobs`, `temperatures` and `constrained` "
-        "all have the length `num_tokens`. Nothing is re-tokenized: where a step's prompt tokens "
+        "The per-token lists `token_ids`, `mask`, `logprobs`, `temperatures`, `advantages` and "
+        "`constrained` all have the length `num_tokens`. Nothing is re-tokenized: where a step's prompt tokens "
         "do not extend the previous step's tokens, a new sample starts with that step's prompt."
     )
 
@@ -150,9 +192,14 @@ class Tokens:
         return selected_for_tokens(row, rollout_filter)
 
     def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
-        return None  # token samples need no tool list: the prompt ids are the server's
+        # no tool list needed (the prompt ids are the server's); a reward and logprobs of
+        # the sampled distribution are
+        return rl_left_out(row, data.token_options)
 
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
         if data.tokens is None:
             return []
-        return [sample_record(row, sample) for sample in data.tokens.samples]
+        if data.group is None:
+            raise ValueError("the rollout's group is not known")
+        train = data.token_options.train_constrained
+        return [sample_record(row, sample, data.group, train) for sample in data.tokens.samples]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 #: Written in each shard's metadata and each document folder's manifest; every reader takes
 #: it through :func:`contagent.versions.check_version`.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def schema_metadata(name: str) -> dict[str, str]:
