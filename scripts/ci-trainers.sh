@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The trainer tier: TRL's SFTTrainer and prime-rl's renderers on the exported sample data,
+# The trainer tier: TRL's SFTTrainer, prime-rl's renderers and prime-rl's prepare_batch (its files in
+# ../shared/prime_rl, CONTAGENT_PRIME_RL) on the exported sample data,
 # on CPU (tests/trainers, pytest marker `trainers`). Idempotent: the venv (.venv-trainers)
 # is kept and reinstalled only when pyproject.toml changes; pip keeps its wheel cache.
 # `--install-only` sets the venv up and runs nothing (CI does that while images build).
