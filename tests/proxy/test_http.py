@@ -126,6 +126,9 @@ def test_slow_client_back_pressure_then_the_connection_is_reused(
         real_pause(self)
 
     monkeypatch.setattr(UpstreamConnection, "pause_reading", pause_reading)
+    # the reuse is what is checked, not the idle expiry: a loaded machine may take longer
+    # than IDLE_REUSE_S to send the second request
+    monkeypatch.setattr("contagent.proxy.pool.IDLE_REUSE_S", 60.0)
     chunk = orjson.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
         "model": "m", "choices": [{"index": 0, "delta": {"content": "y" * 4000}}]})  # fmt: skip
     last = orjson.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,

@@ -3,8 +3,9 @@ a second signal's line and exit, and signals ignored on entry staying ignored.""
 
 from __future__ import annotations
 
-import os
 import signal
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -12,11 +13,18 @@ from contagent.runner.stopping import leftovers, signals
 from contagent.runner.summary import RunSummary
 
 
+def _until(done: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait for a signal's Python handler: it runs in the main thread at some later
+    bytecode, later still on a loaded machine, so a fixed busy loop is not enough."""
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def test_first_signal_raises_stopped_with_its_exit_code() -> None:
     with signals.stop_on_signals("r1"), pytest.raises(signals.Stopped) as caught:
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(1000):
-            pass
+        signal.raise_signal(signal.SIGTERM)
+        _until(lambda: False)
     assert (caught.value.signum, caught.value.exit_code) == (signal.SIGTERM, 143)
     assert signals.stop_signal(caught.value) == signal.SIGTERM
     assert signals.stop_signal(KeyboardInterrupt()) == signal.SIGINT
@@ -30,12 +38,10 @@ def test_second_signal_says_what_is_left_and_exits(monkeypatch: pytest.MonkeyPat
     exits: list[int] = []
     with signals.stop_on_signals("r2", said.append, exits.append):
         with pytest.raises(signals.Stopped):
-            os.kill(os.getpid(), signal.SIGHUP)
-            for _ in range(1000):
-                pass
-        os.kill(os.getpid(), signal.SIGINT)
-        for _ in range(1000):
-            pass
+            signal.raise_signal(signal.SIGHUP)
+            _until(lambda: False)
+        signal.raise_signal(signal.SIGINT)
+        _until(lambda: bool(exits))
     assert exits == [130]
     assert said == [
         "contagent: error: second SIGINT during clean-up: stopped cleaning up; left in Docker: "
