@@ -97,7 +97,7 @@ def reading(corpus: Path, scratch: Path, repeat: int) -> None:
                     cmd += ["--jobs", "1"]
                 else:
                     cmd = [*me, "validate", str(out / "results.jsonl")]
-                wall, cpu, rss = timed(cmd)
+                wall, cpu, rss, _ = timed(cmd)
                 if form not in best or cpu < best[form][1]:
                     best[form] = (wall, cpu, rss)
         for form in ("plain", "compacted"):

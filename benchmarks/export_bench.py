@@ -87,7 +87,7 @@ def main() -> int:
     shutil.rmtree(tiny, ignore_errors=True)
     shutil.copytree(next(corpus.iterdir()), tiny / "one")
     rows = []
-    wall, cpu, rss = timed([sys.executable, "-c", BARE, str(corpus)])
+    wall, cpu, rss, _ = timed([sys.executable, "-c", BARE, str(corpus)])
     rows.append(("bare orjson parse (baseline)", wall, cpu, rss, None, 0.0))
 
     sources = [("contagent export", env_of(REPO, work))]
@@ -115,7 +115,7 @@ def main() -> int:
             fixed = timed(export_cmd(tiny, work / "tiny-out"), env)[0]
             out = work / f"out-{label.split()[0]}-{jobs}"
             shutil.rmtree(out, ignore_errors=True)
-            wall, cpu, rss = timed(export_cmd(corpus, out), env)
+            wall, cpu, rss, _ = timed(export_cmd(corpus, out), env)
             rows.append((f"{label} --jobs {jobs}", wall, cpu, rss, out, fixed))
     bare_wall, bare_cpu = mb / rows[0][1], mb / rows[0][2]
     print(
@@ -160,7 +160,7 @@ def token_formats(work: Path, target_bytes: int, steps: int) -> None:
         shutil.rmtree(out, ignore_errors=True)
         cmd = [sys.executable, "-m", "contagent", "export", str(corpus), "--out", str(out)]
         args = [*cmd, "--filter", "all", "--format", fmt, "--jobs", "1"]
-        wall, cpu, rss = timed(args, env_of(REPO, work))
+        wall, cpu, rss, _ = timed(args, env_of(REPO, work))
         if fmt == "atif":  # a document per rollout, listed in the folder's index
             rows = len(orjson.loads((out / fmt / "_index.json").read_bytes())["written"])
         else:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import resource
+import os
+import statistics
 import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system, all processes) and peak RSS (MiB) of a command.
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None, check: bool = True
+) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (user + system, all processes), peak RSS (MiB) and exit
+    status of a command.
 
     CPU seconds make the figures comparable on a machine that other work shares;
     the RSS is that of the largest single process (a worker pool's processes are
@@ -16,12 +24,44 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     puts the working folder first on ``sys.path``, which would shadow the tree
     that ``PYTHONPATH`` names.
     """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(
-        cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/"
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/"
     )
+    # this child's own usage: the process-wide RUSAGE_CHILDREN keeps the largest RSS of
+    # every child so far
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, max(after.ru_maxrss, before.ru_maxrss) / 1024
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+
+
+def medians(
+    cmd: list[str],
+    env: dict[str, str] | None,
+    repeat: int,
+    prepare: Callable[[], object] | None = None,
+) -> tuple[float, float, float]:
+    """The median wall seconds, CPU seconds and peak RSS (MiB) of ``repeat`` runs."""
+    runs = []
+    for _ in range(repeat):
+        if prepare is not None:
+            prepare()
+        runs.append(timed(cmd, env))
+    return tuple(statistics.median(r[i] for r in runs) for i in range(3))  # type: ignore[return-value]
+
+
+def bytecode_env(src: Path, work: Path) -> dict[str, str]:
+    """The environment that runs the contagent of source tree ``src`` from compiled
+    bytecode, as an installed package runs (pip compiles it): a cache under ``work``,
+    even where ``PYTHONDONTWRITEBYTECODE`` is set."""
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def load() -> str:
+    """The machine's load averages (1, 5 and 15 minutes), to print beside a figure."""
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -32,10 +32,11 @@ def _text(rng: random.Random, n_chars: int) -> str:
 
 
 def make_rollout(
-    root: Path, n: int, steps: int, rng: random.Random, tokens: bool = False
+    root: Path, n: int, steps: int, rng: random.Random, tokens: bool = False, scale: int = 1
 ) -> RolloutPaths:
     """Write rollout ``bench-<n>`` of ``steps`` exchanges (plus a final one) under ``root``;
-    with ``tokens``, each outcome carries token data as vLLM reports it."""
+    with ``tokens``, each outcome carries token data as vLLM reports it; ``scale``
+    multiplies the size of each tool output."""
     b: RolloutBuilder
     if tokens:
         # the toy tokenizer gives one id per byte: a 4k-character prompt is ~4k ids
@@ -48,7 +49,7 @@ def make_rollout(
         b.tool_output(
             f"call_{i}",
             "terminal",
-            _text(rng, rng.randint(500, 2500)),
+            _text(rng, rng.randint(500 * scale, 2500 * scale)),
             fragments=2 if i % 10 == 0 else 1,
         )
     b.step(assistant(None, call("call_end", "finish", message="done")))

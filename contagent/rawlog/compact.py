@@ -34,7 +34,7 @@ import zstandard
 
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths, find_rollouts
-from contagent.rawlog.read import ZSTD_LEVEL, ZSTD_WINDOW_LOG, zstd_decompressor
+from contagent.rawlog.stream import ZSTD_LEVEL, ZSTD_WINDOW_LOG, zstd_decompressor
 
 Status = Literal["compacted", "already", "busy", "skipped", "failed"]
 _CHUNK = 1 << 20

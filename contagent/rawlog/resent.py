@@ -60,16 +60,25 @@ class _Conversation:
 
 
 class ResentHistory:
-    """The reuse state of one raw log; call :meth:`loads` on each line, in order."""
+    """The reuse state of one raw log, read a block of lines at a time: give each block
+    to :meth:`block`, then call :meth:`loads` on each of its lines, in order.
 
-    def __init__(self, data: bytes | bytearray) -> None:
-        self.data = data
+    A kept prefix may lie in an earlier block (it holds that block, not a copy); the
+    reuse works the same across blocks, since it compares bytes, not offsets.
+    """
+
+    def __init__(self, data: bytes | bytearray = b"") -> None:
+        self.data: bytes | bytearray = data
         self.view = memoryview(data)
         #: most recently continued first
         self.conversations: list[_Conversation] = []
         self.misses = 0
         #: lines parsed with an earlier request's history reused
         self.reused = 0
+
+    def block(self, data: bytes | bytearray) -> None:
+        """The lines that follow lie in ``data``."""
+        self.data, self.view = data, memoryview(data)
 
     def loads(self, start: int, end: int) -> Any:
         """The parsed line ``data[start:end]``; raises as ``orjson.loads`` would."""

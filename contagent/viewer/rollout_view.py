@@ -7,7 +7,6 @@ branch it extends (the model saw the branch so far plus that) and the response.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Any
 from contagent import chat
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
-from contagent.rawlog.read import MAX_RAW_LOG_BYTES, parse_exchanges, read_log_bytes
+from contagent.rawlog.read import MAX_RAW_LOG_BYTES, parse_stream
+from contagent.rawlog.stream import LogStream
 
 MAX_FILE_BYTES = 2 * 1024 * 1024  # of a run's .log/.result/.err, the last this many bytes
 
@@ -169,10 +169,15 @@ def raw_exchange(
     path = rollout.raw_log if rollout is not None else Path(str(ref.get("path") or ""))
     if rollout is None or not path.is_file():
         raise ContagentError(f"the raw log {path} is not there")
-    data = read_log_bytes(path, max_raw_log)
-    if hashlib.sha256(data).hexdigest() != ref.get("sha256"):
+    stream = LogStream(path, max_raw_log)
+    try:
+        raw = parse_stream(stream)
+    except ContagentError:
+        if not stream.complete or stream.digest.hexdigest() == ref.get("sha256"):
+            raise
+        raw = None
+    if raw is None or raw.sha256 != ref.get("sha256"):
         raise ContagentError(f"the raw log {path} changed since this row was written")
-    raw = parse_exchanges(path, data)
     if index not in raw.requests and index not in raw.outcomes:
         raise ContagentError(f"the raw log has no exchange {index}")
     return RawExchange(index, raw.requests.get(index), raw.outcomes.get(index), str(path))

@@ -16,8 +16,9 @@ from contagent.errors import ContagentError
 from contagent.export.exporter import ExportOptions, export
 from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog.compact import compact_dirs, compact_rollout, compression_parameters
-from contagent.rawlog.read import read_exchanges, read_log_bytes
+from contagent.rawlog.read import read_exchanges
 from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.stream import read_log_bytes
 from contagent.runner.executors.transfer import land, pack
 from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
 from contagent.runner.run import _prepare

@@ -16,7 +16,7 @@ import pytest
 from contagent.layout import RolloutPaths, find_rollouts
 from contagent.proxy.recorder import Recorder, RecordError
 from contagent.rawlog.compact import compact_dirs, compact_rollout
-from contagent.rawlog.read import read_log_bytes
+from contagent.rawlog.stream import read_log_bytes
 from tests.helpers import REPO, cli
 from tools.corpus import make_rollout
 

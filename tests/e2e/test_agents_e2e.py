@@ -13,8 +13,8 @@ import pytest
 
 from contagent.agents import AGENTS as AGENTS_BY_NAME
 from contagent.layout import RunPaths
-from contagent.rawlog.read import read_log_bytes
 from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.stream import read_log_bytes
 from contagent.testing.players import any_agent, seen_secrets
 from tests.e2e.helpers import RUNNER_IMAGE
 from tests.helpers import cli, read_rows

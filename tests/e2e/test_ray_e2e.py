@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.rawlog.read import read_log_bytes
 from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.stream import read_log_bytes
 from contagent.runner import docker_ops
 from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest

@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from contagent.layout import RunPaths
-from contagent.rawlog.read import read_log_bytes
 from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.stream import read_log_bytes
 from contagent.testing.llm_stub import Reply, RunningStub, Script
 from tests.e2e.helpers import (
     SECRET,

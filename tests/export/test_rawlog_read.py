@@ -13,6 +13,7 @@ import pytest
 
 from contagent.errors import ContagentError
 from contagent.rawlog import read as rawlog
+from contagent.rawlog import stream as logstream
 
 
 def write_log(path: Path, lines: int, pad: int) -> bytes:
@@ -42,7 +43,7 @@ def shrunk_stat(monkeypatch: pytest.MonkeyPatch, by: int) -> None:
         st = real(fd)
         return os.stat_result((*st[:6], st.st_size - by, *st[7:]))
 
-    monkeypatch.setattr(rawlog.os, "fstat", fstat)
+    monkeypatch.setattr(logstream.os, "fstat", fstat)
 
 
 def test_a_log_that_grows_while_read_is_read_on(
@@ -50,7 +51,7 @@ def test_a_log_that_grows_while_read_is_read_on(
 ) -> None:
     data = write_log(tmp_path / "exchanges.jsonl", 3, 100)
     shrunk_stat(monkeypatch, 200)
-    assert rawlog.read_log_bytes(tmp_path / "exchanges.jsonl") == data
+    assert logstream.read_log_bytes(tmp_path / "exchanges.jsonl") == data
 
 
 def test_a_log_that_grows_past_the_limit_while_read_is_refused(
@@ -59,4 +60,4 @@ def test_a_log_that_grows_past_the_limit_while_read_is_refused(
     data = write_log(tmp_path / "exchanges.jsonl", 3, 100)
     shrunk_stat(monkeypatch, 200)
     with pytest.raises(ContagentError, match="raw-log limit"):
-        rawlog.read_log_bytes(tmp_path / "exchanges.jsonl", max_bytes=len(data) - 100)
+        logstream.read_log_bytes(tmp_path / "exchanges.jsonl", max_bytes=len(data) - 100)

@@ -3,6 +3,7 @@ whole parse gives, for every serialiser and every shape, adversarial ones includ
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contagent.rawlog.resent import _NONCE, ResentHistory
+from contagent.rawlog.stream import line_blocks
 
 Dump = Callable[[Any], bytes]
 SERIALISERS: dict[str, Dump] = {
@@ -42,18 +44,33 @@ def log_of(lines: list[bytes]) -> bytes:
     return b"".join(line + b"\n" for line in lines)
 
 
-def read_both(data: bytes) -> tuple[list[Any], list[Any], ResentHistory]:
+def read_both(
+    data: bytes, cuts: list[int] | None = None
+) -> tuple[list[Any], list[Any], ResentHistory]:
     """Each line as the reader gives it and as ``orjson.loads`` does (an exception's text
-    in place of a record that does not parse)."""
-    reader = ResentHistory(data)
+    in place of a record that does not parse), the log read in chunks cut at ``cuts``
+    (default: one chunk), a block of lines at a time as the raw-log reader reads it."""
+    reader = ResentHistory()
     got: list[Any] = []
     want: list[Any] = []
-    start = 0
-    while (end := data.find(b"\n", start)) != -1:
-        got.append(_outcome_of(lambda s=start, e=end: reader.loads(s, e)))
-        want.append(_outcome_of(lambda s=start, e=end: orjson.loads(data[s:e])))
-        start = end + 1
+    for buf, start, stop in line_blocks(split_at(data, cuts or [])):
+        reader.block(buf)
+        while start < stop:
+            end = buf.find(b"\n", start, stop)
+            got.append(_outcome_of(lambda s=start, e=end: reader.loads(s, e)))
+            want.append(_outcome_of(lambda b=buf, s=start, e=end: orjson.loads(b[s:e])))
+            start = end + 1
     return got, want, reader
+
+
+def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    """``data`` cut at each offset of ``cuts`` (taken modulo its length), in order."""
+    at = sorted({c % len(data) for c in cuts} | {0, len(data)}) if data else [0]
+    return [data[a:b] for a, b in itertools.pairwise(at) if b > a]
+
+
+def every_few(data: bytes, step: int) -> list[int]:
+    return list(range(step, len(data), step))
 
 
 def _outcome_of(parse: Callable[[], Any]) -> bytes | str:
@@ -233,3 +250,40 @@ def test_any_sequence_of_requests_reads_as_a_whole_parse(
         lines.append(orjson.dumps(outcome(i)))
     got, want, _ = read_both(log_of(lines))
     assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(EDITS, st.lists(JSON, max_size=3), st.sampled_from(sorted(SERIALISERS))),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.integers(min_value=0), max_size=12),
+)
+def test_a_log_read_in_chunks_reads_and_reuses_as_one_read(
+    steps: list[tuple[str, list[Any], str]], cuts: list[int]
+) -> None:
+    """Chunk edges anywhere (inside a prefix, a key, a separator, a line's newline) change
+    neither what each line reads as nor which lines reuse their history."""
+    history: list[Any] = [{"role": "system", "content": "s"}]
+    lines = []
+    for i, (edit, values, name) in enumerate(steps):
+        history = history + values if edit != "new" else values
+        lines += [SERIALISERS[name](request(i, history)), orjson.dumps(outcome(i))]
+    data = log_of(lines)
+    whole, want, one = read_both(data)
+    got, _, chunked = read_both(data, cuts)
+    assert got == whole == want
+    assert chunked.reused == one.reused
+
+
+@pytest.mark.parametrize("step", [1, 7, 64, 1000])
+def test_every_request_reuses_its_history_across_chunk_edges(step: int) -> None:
+    lines = []
+    for i, messages in enumerate(growing(12)):
+        lines += [orjson.dumps(request(i, messages)), orjson.dumps(outcome(i))]
+    data = log_of(lines)
+    got, want, reader = read_both(data, every_few(data, step))
+    assert got == want
+    assert reader.reused == 11

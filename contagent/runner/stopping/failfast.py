@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from contagent.errors import ContagentError
-from contagent.rawlog.read import read_log_bytes
 from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.stream import iter_lines
 
 #: ``stop_condition`` of a rollout the LLM server ended (its status is ``infra_error``)
 LLM_SERVER_STOP = "llm_server"
@@ -45,20 +45,19 @@ def server_failure(exchanges: Path) -> str | None:
     last: dict[str, Any] | None = None
     last_request = -1
     try:
-        data = read_log_bytes(exchanges)
+        for line in iter_lines(exchanges):
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a torn last line; the exporter reports it
+            if not isinstance(rec, dict) or not isinstance(rec.get("index"), int):
+                continue
+            if rec.get("type") == "request":
+                last_request = max(last_request, rec["index"])
+            elif rec.get("type") == "outcome" and (last is None or rec["index"] >= last["index"]):
+                last = rec
     except ContagentError:
         return None  # the exporter reports an unreadable log
-    for line in data.splitlines():
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # a torn last line; the exporter reports it
-        if not isinstance(rec, dict) or not isinstance(rec.get("index"), int):
-            continue
-        if rec.get("type") == "request":
-            last_request = max(last_request, rec["index"])
-        elif rec.get("type") == "outcome" and (last is None or rec["index"] >= last["index"]):
-            last = rec
     if last is None or last["index"] != last_request:
         return None
     status = last.get("status")
