@@ -17,6 +17,7 @@ from contagent.core.rows import ResultRow
 from contagent.model_schema import model_schema
 from contagent.rawlog.records import OutcomeRecord, RequestRecord
 from contagent.rawlog.result import RolloutResult
+from contagent.rawlog.reward import RewardRecord
 from contagent.runner.tasks.experiment import EXPERIMENT_SCHEMA_FILE, ExperimentSpec
 
 #: schema file name -> model. Add a line when a stage adds a record type.
@@ -24,6 +25,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "request-record.schema.json": RequestRecord,
     "outcome-record.schema.json": OutcomeRecord,
     "rollout-result.schema.json": RolloutResult,
+    "reward.schema.json": RewardRecord,
     "results-row.schema.json": ResultRow,
     EXPERIMENT_SCHEMA_FILE: ExperimentSpec,
 }

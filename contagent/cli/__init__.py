@@ -31,7 +31,7 @@ def _root() -> None:
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "export_cmd": ("export", "validate"),
     "compact_cmd": ("compact",),
-    "proxy_cmd": ("proxy",),
+    "proxy_cmd": ("proxy", "reward"),
     "run_cmd": ("run",),
     "engine_cmd": ("gc", "build"),
     "hub_cmd": ("upload",),

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from contagent.cli import rl_options as rl
 from contagent.cli._common import console, run_guarded
 from contagent.errors import ContagentError
 
@@ -76,6 +77,19 @@ def _proxy(
             "is vLLM), on (an error unless it is), off. See docs/tokens.md."
         ),
     ] = "auto",
+    sampling_override: rl.SamplingOverride = None,
+    sampling_defaults: rl.SamplingDefaults = None,
+    chat_template: rl.ChatTemplate = None,
+    reward_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve the reward control route (POST /reward) on this port (0: any free "
+            "port), for a harness, never for agents. Default: off. See docs/proxy.md."
+        ),
+    ] = None,
+    reward_host: Annotated[
+        str, typer.Option(help="Address the reward control route listens on.")
+    ] = "127.0.0.1",
 ) -> None:
     """Forward /r/<rollout_id>/v1/... to UPSTREAM/v1/... and record every exchange.
 
@@ -105,6 +119,11 @@ def _proxy(
             raise ContagentError(str(exc).replace("limit ", "--").replace("_", "-")) from None
         if record_dir.exists() and not record_dir.is_dir():
             raise ContagentError(f"{record_dir}: not a directory")
+        sampling = rl.sampling_policy(sampling_override, sampling_defaults)
+        template = rl.chat_template(chat_template)
+        from contagent.proxy.reward_route import RewardRoute
+
+        reward = None if reward_port is None else RewardRoute(record_dir, reward_host, reward_port)
 
         def said(line: str) -> None:  # stdout's first line stays the listening URL
             sys.stderr.write(line + "\n")
@@ -112,6 +131,8 @@ def _proxy(
 
         def ready(url: str) -> None:
             sys.stdout.write(f"contagent proxy listening on {url} (record dir {record_dir})\n")
+            if reward is not None:
+                sys.stdout.write(f"reward route on {reward.url}\n")
             sys.stdout.flush()
 
         options = ProxyOptions(
@@ -128,6 +149,9 @@ def _proxy(
             record_dir,
             options=options,
             tokens_mode=tokens,
+            sampling=sampling,
+            chat_template=template,
+            reward=reward,
             on_tokens=said,
             on_ready=ready,
         )
@@ -140,5 +164,41 @@ def _proxy(
     )
 
 
+def _reward(
+    rollout_dir: Annotated[
+        Path, typer.Argument(help="The rollout's folder: RECORD_DIR/<rollout_id>.")
+    ],
+    reward: Annotated[float, typer.Option("--reward", help="The rollout's reward.")],
+    passed: Annotated[
+        bool | None,
+        typer.Option("--passed/--failed", help="Whether the attempt passed (default: not said)."),
+    ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(help="The attempts it is grouped with, e.g. the task's name."),
+    ] = None,
+) -> None:
+    """Record the reward of a rollout of contagent proxy alone in DIR/reward.json, as the
+    proxy's reward route does; a later one replaces it. A rollout of contagent run (with a
+    result.json) has its reward from the run and is refused.
+    """
+    from contagent.rawlog.reward import parse_post, write_reward
+
+    def record() -> str:
+        if not rollout_dir.is_dir():
+            raise ContagentError(f"{rollout_dir}: not a rollout folder")
+        if (rollout_dir / "result.json").exists():
+            raise ContagentError(
+                f"{rollout_dir}: a contagent run rollout (result.json): its reward is the run's"
+            )
+        body = {"rollout_id": rollout_dir.resolve().name, "reward": reward}
+        body |= {k: v for k, v in (("passed", passed), ("group", group)) if v is not None}
+        write_reward(rollout_dir, parse_post(body))
+        return f"reward {reward:g} recorded in {rollout_dir / 'reward.json'}"
+
+    console.print(run_guarded(record), highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     app.command("proxy")(_proxy)
+    app.command("reward")(_reward)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from contagent.agents import DEFAULT_AGENT
+from contagent.cli import rl_options as rl
 from contagent.cli import run_options as opt
 from contagent.cli._common import console, fail, run_guarded
 from contagent.cli.run_log import RunLog, exit_line, open_journal
@@ -56,6 +57,9 @@ def _run_command(
     api_key: opt.ApiKey = None,
     vllm_ca: opt.VllmCa = None,
     tokens: opt.Tokens = "auto",
+    sampling_override: rl.SamplingOverride = None,
+    sampling_defaults: rl.SamplingDefaults = None,
+    chat_template: rl.ChatTemplate = None,
     experiments_dir: opt.ExperimentsDir = Path("experiments"),
     experiment: opt.Experiment = None,
     log_dir: opt.LogDir = Path("logs"),
@@ -124,6 +128,8 @@ def _run_command(
             api_key=api_key,
             upstream_ca=vllm_ca,
             tokens=tokens,
+            sampling=rl.sampling_policy(sampling_override, sampling_defaults),
+            chat_template=rl.chat_template(chat_template),
             llm=LlmOptions(
                 served_model_name=served_model_name,
                 num_retries=llm_retries,

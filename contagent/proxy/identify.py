@@ -4,7 +4,9 @@ vLLM is recognised by what it answers: ``GET /v1/models`` lists models
 ``owned_by: "vllm"`` and ``GET /version`` gives its version. ``--tokens auto``
 records token data exactly then; ``on`` insists on it (an error before anything
 runs when the upstream is not vLLM); ``off`` never asks. The server found goes
-into every request record, whichever the mode.
+into every request record, whichever the mode. When token data is recorded, the
+server's logprobs mode is probed and its default sampling asked for
+(:mod:`contagent.proxy.probe`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import aiohttp
 import orjson
 
 from contagent.errors import ContagentError
+from contagent.proxy.probe import LogitsRefused, probe_logprobs_mode, render_defaults
 
 TokensMode = Literal["auto", "on", "off"]
 TOKENS_MODES: tuple[str, ...] = get_args(TokensMode)
@@ -35,6 +38,12 @@ class TokenPlan:
     record: bool
     server: dict[str, Any] | None
     line: str
+    #: the server's default sampling as it reported it (key -> value), None: not known
+    sampling: dict[str, Any] | None = None
+    #: the upstream did not answer: ``auto`` may decide again at a later contact
+    unanswered: bool = False
+    #: more lines to say after ``line``: the logprobs mode and the server's default sampling
+    details: tuple[str, ...] = ()
 
 
 def _base(upstream: str) -> str:
@@ -54,29 +63,59 @@ async def _get(
     return resp.status, data
 
 
+@dataclass
+class _Found:
+    server: dict[str, Any] | None
+    words: str
+    model: str | None = None
+    answered: bool = True
+
+
 async def _identify(
-    base: str, sent: dict[str, str], tls: ssl.SSLContext | None, owners: set[str] | None
-) -> tuple[dict[str, Any] | None, str]:
-    headers = {"Accept": "application/json", **sent}
-    timeout = aiohttp.ClientTimeout(total=IDENTIFY_TIMEOUT_S)
-    ssl_arg: Any = tls if tls is not None else True
-    async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
-        if owners is None:
-            status, models = await _get(session, base + "/v1/models", headers, ssl_arg)
-            if status != 200 or not isinstance(models, dict):
-                return None, f"GET /v1/models answered {status}, not a model list"
-            owners = model_owners(models)
-        if "vllm" not in owners:
-            named = ", ".join(sorted(str(o) for o in owners)) or "nobody"
-            return None, f"its models are owned by {named}, not vllm"
-        status, version = await _get(session, base + "/version", headers, ssl_arg)
-        if (
-            status != 200
-            or not isinstance(version, dict)
-            or not isinstance(version.get("version"), str)
-        ):
-            return None, f"its models say vllm, but GET /version answered {status}"
-        return {"name": "vllm", "version": version["version"]}, f"vLLM {version['version']}"
+    session: aiohttp.ClientSession, base: str, headers: dict[str, str], tls: Any,
+    owners: set[str] | None, model: str | None,
+) -> _Found:  # fmt: skip
+    if owners is None or model is None:
+        status, models = await _get(session, base + "/v1/models", headers, tls)
+        if status != 200 or not isinstance(models, dict):
+            return _Found(None, f"GET /v1/models answered {status}, not a model list")
+        owners = model_owners(models) if owners is None else owners
+        model = model or first_model(models)
+    if "vllm" not in owners:
+        named = ", ".join(sorted(str(o) for o in owners)) or "nobody"
+        return _Found(None, f"its models are owned by {named}, not vllm")
+    status, version = await _get(session, base + "/version", headers, tls)
+    if (
+        status != 200
+        or not isinstance(version, dict)
+        or not isinstance(version.get("version"), str)
+    ):
+        return _Found(None, f"its models say vllm, but GET /version answered {status}")
+    found = {"name": "vllm", "version": version["version"]}
+    return _Found(found, f"vLLM {version['version']}", model)
+
+
+def first_model(listing: Any) -> str | None:
+    """The first model id of an OpenAI model list."""
+    items = listing.get("data") if isinstance(listing, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            return str(item["id"])
+    return None
+
+
+async def _probe(
+    session: aiohttp.ClientSession, base: str, headers: dict[str, str], tls: Any, found: _Found
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Fill ``found.server``'s logprobs mode; (the server's default sampling, the lines)."""
+    assert found.server is not None
+    if found.model is None:
+        found.server.update(logprobs_mode=None, logprobs_mode_how="not probed: no model listed")
+        return None, []
+    mode, how = await probe_logprobs_mode(session, base, found.model, headers, tls)
+    found.server.update(logprobs_mode=mode, logprobs_mode_how=how)
+    defaults, said = await render_defaults(session, base, found.model, headers, tls)
+    return defaults, [f"logprobs: {mode or 'unknown'} ({how})", f"sampling: {said}"]
 
 
 def model_owners(listing: Any) -> set[str]:
@@ -98,14 +137,38 @@ def identify_server(
     not)``; never raises for what the upstream does (a fresh event loop, this thread).
     ``owners``: the model list's owners when the caller has just read it; ``headers``: the
     credential header to send (else ``api_key`` as a Bearer token)."""
+    found, _, _ = _run(upstream, _sent(api_key, headers), tls, owners, None, probe=False)
+    return found.server, found.words
+
+
+def _sent(api_key: str | None, headers: dict[str, str] | None) -> dict[str, str]:
     sent = dict(headers) if headers is not None else {}
     if headers is None and api_key:
         sent["Authorization"] = f"Bearer {api_key}"
+    return {"Accept": "application/json", **sent}
+
+
+def _run(
+    upstream: str, headers: dict[str, str], tls: ssl.SSLContext | None,
+    owners: set[str] | None, model: str | None, *, probe: bool,
+) -> tuple[_Found, dict[str, Any] | None, list[str]]:  # fmt: skip
+    async def main() -> tuple[_Found, dict[str, Any] | None, list[str]]:
+        timeout = aiohttp.ClientTimeout(total=IDENTIFY_TIMEOUT_S)
+        ssl_arg: Any = tls if tls is not None else True
+        base = _base(upstream)
+        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
+            found = await _identify(session, base, headers, ssl_arg, owners, model)
+            if not probe or found.server is None:
+                return found, None, []
+            defaults, lines = await _probe(session, base, headers, ssl_arg, found)
+            return found, defaults, lines
+
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(_identify(_base(upstream), sent, tls, owners))
+        return loop.run_until_complete(main())
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-        return None, f"no answer ({type(exc).__name__}: {exc})".splitlines()[0][:200]
+        words = f"no answer ({type(exc).__name__}: {exc})".splitlines()[0][:200]
+        return _Found(None, words, answered=False), None, []
     finally:
         loop.close()
 
@@ -117,16 +180,30 @@ def plan_tokens(
     tls: ssl.SSLContext | None = None,
     owners: set[str] | None = None,
     headers: dict[str, str] | None = None,
+    model: str | None = None,
 ) -> TokenPlan:
     """Resolve ``--tokens``; raises :class:`ContagentError` for ``on`` with an upstream that
-    is not vLLM, or an unknown mode."""
+    is not vLLM or that reports logits, or an unknown mode. ``model``: the model the probe
+    asks (else the first one the upstream lists)."""
     if mode not in TOKENS_MODES:
         raise ContagentError(f"--tokens {mode!r}: use one of {', '.join(TOKENS_MODES)}")
-    server, words = identify_server(upstream, api_key, tls, owners, headers)
+    try:
+        found, defaults, lines = _run(
+            upstream, _sent(api_key, headers), tls, owners, model, probe=mode != "off"
+        )
+    except LogitsRefused as exc:
+        if mode == "on":
+            raise ContagentError(f"--tokens on: {exc}") from None
+        return TokenPlan(False, None, f"tokens: not recorded ({exc})")
+    server, words = found.server, found.words
     if mode == "off":
+        if server is not None:
+            server.update(logprobs_mode=None, logprobs_mode_how="not probed: --tokens off")
         return TokenPlan(False, server, "tokens: not recorded (--tokens off)")
     if server is None:
         if mode == "on":
             raise ContagentError(f"--tokens on: the upstream is not vLLM: {words}")
-        return TokenPlan(False, None, f"tokens: not recorded (the upstream is not vLLM: {words})")
-    return TokenPlan(True, server, f"tokens: recorded (the upstream is {words})")
+        line = f"tokens: not recorded (the upstream is not vLLM: {words})"
+        return TokenPlan(False, None, line, unanswered=not found.answered)
+    line = f"tokens: recorded (the upstream is {words})"
+    return TokenPlan(True, server, line, defaults, details=tuple(lines))

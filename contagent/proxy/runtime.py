@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from contagent._loopthread import InThread, new_event_loop
+from contagent.proxy.late_plan import LatePlan
+from contagent.proxy.reward_route import RewardRoute
 from contagent.proxy.server import ProxyOptions, RecordingProxy
 
 
@@ -69,6 +71,7 @@ def run_proxy(
     on_ready: Callable[[str], None] | None = None,
     tokens_mode: str | None = None,
     on_tokens: Callable[[str], None] | None = None,
+    reward: RewardRoute | None = None,
     options: ProxyOptions | None = None,
     **given: Any,
 ) -> ProxyRunSummary:
@@ -76,25 +79,41 @@ def run_proxy(
 
     ``on_ready(url)`` is called once the proxy listens. ``tokens_mode`` (``--tokens``)
     is resolved against the upstream before the proxy listens; ``on_tokens`` gets the
-    line that says what was decided once it does.
+    lines that say what was decided once it does. ``auto`` with an upstream that does not
+    answer yet decides again at the first contact (:mod:`contagent.proxy.late_plan`) and
+    says so then. ``reward`` (the control route) starts before the proxy listens and
+    stops after it.
     """
     proxy = RecordingProxy(upstream, record_dir, options, **given)
-    said = proxy.plan_tokens(tokens_mode).line if tokens_mode is not None else None
+    plan = proxy.plan_tokens(tokens_mode) if tokens_mode is not None else None
+    if plan is not None and plan.unanswered and tokens_mode == "auto":
+        proxy.late = LatePlan(lambda: proxy.check_tokens("auto"), proxy.apply_plan, on_tokens)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await proxy.start()
+        if reward is not None:
+            await reward.start()
         try:
-            if said is not None and on_tokens is not None:
-                on_tokens(said)
+            await proxy.start()
+        except BaseException:
+            if reward is not None:
+                await reward.stop()
+            raise
+        try:
+            if plan is not None and on_tokens is not None:
+                later = " until the first contact" if proxy.late is not None else ""
+                for line in (plan.line + later, *plan.details):
+                    on_tokens(line)
             if on_ready is not None:
                 on_ready(proxy.url)
             await stop.wait()
         finally:
             await proxy.stop()
+            if reward is not None:
+                await reward.stop()
 
     _tune_gc()
     loop = new_event_loop()

@@ -28,6 +28,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
+from contagent.proxy.changes import Rewrite, change
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import (
@@ -38,17 +39,17 @@ from contagent.proxy.http1 import (
     upstream_request_head,
 )
 from contagent.proxy.identify import TokenPlan, plan_tokens
+from contagent.proxy.late_plan import LatePlan
 from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.request import Request
-from contagent.proxy.tokens import TOKEN_ROUTE, TokenAsk, ask_for_tokens
+from contagent.proxy.sampling_options import SamplingPolicy
 from contagent.proxy.upstream import tls_context
 from contagent.rawlog.records import SAFE_HEADERS, request_record
 
 log = logging.getLogger(__name__)
 
 _SAFE = {name.encode(): name for name in SAFE_HEADERS}
-_USAGE_ROUTES = ("/completions",)  # ends /v1/chat/completions and /v1/completions
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -77,30 +78,8 @@ class ProxyOptions:
     limits: Limits | None = None
     tokens: bool = False
     server: dict[str, Any] | None = None
-
-
-def _changed(
-    parsed: Any, route: str, stream: bool, tokens: bool
-) -> tuple[Any, list[str], TokenAsk | None]:
-    """What the proxy adds to a request body it forwards: (the body to send instead, what
-    was added, as ``upstream_changes`` names it, the token data asked for); nothing added
-    leaves the client's bytes to go up as they came."""
-    changes: list[str] = []
-    changed: Any = None
-    if stream and route.endswith(_USAGE_ROUTES):
-        opts = parsed.get("stream_options")
-        if not (isinstance(opts, dict) and opts.get("include_usage") is True):
-            changed = dict(parsed)
-            changed["stream_options"] = {
-                **(opts if isinstance(opts, dict) else {}),
-                "include_usage": True,
-            }
-            changes.append("stream_options.include_usage")
-    ask: TokenAsk | None = None
-    if tokens and isinstance(parsed, dict) and route.endswith(TOKEN_ROUTE):
-        changed, ask = ask_for_tokens(changed if changed is not None else parsed)
-        changes.extend(ask.added)
-    return changed, changes, ask
+    sampling: SamplingPolicy | None = None
+    chat_template: str | None = None
 
 
 class RecordingProxy:
@@ -136,7 +115,10 @@ class RecordingProxy:
     ``tokens`` asks the upstream (a vLLM) for token ids and logprobs on chat
     completions, records them and hides them from the client
     (:mod:`contagent.proxy.tokens`); ``server`` (``{"name", "version"}``) says in
-    every request record which server answered.
+    every request record which server answered. ``sampling`` (``--sampling-override``,
+    ``--sampling-defaults``, the server's defaults) sets and records each generation
+    request's sampling (:mod:`contagent.proxy.sampling_options`); ``chat_template`` is sent with
+    every chat request that carries none (:mod:`contagent.proxy.changes`).
     """
 
     def __init__(
@@ -182,8 +164,10 @@ class RecordingProxy:
         self.limits = opts.limits or Limits()
         self._stop_grace = opts.stop_grace
         self.recorder = Recorder(self.record_dir)
-        self.tokens = opts.tokens
+        self.rewrite = Rewrite(opts.tokens, opts.sampling or SamplingPolicy(), opts.chat_template)
         self.server = opts.server
+        #: ``--tokens auto`` still to decide, at the first contact (:mod:`.late_plan`)
+        self.late: LatePlan | None = None
         self.counts: Counter[str] = Counter()
         #: every record that could not be written (a full disk, say): the log is incomplete
         self.record_errors: list[str] = []
@@ -197,14 +181,32 @@ class RecordingProxy:
 
     def plan_tokens(self, mode: str) -> TokenPlan:
         """Resolve ``--tokens`` against the upstream and apply it (raises for ``on`` when
-        the upstream is not vLLM); the server found is recorded whichever the mode."""
+        the upstream is not vLLM)."""
+        plan = self.check_tokens(mode)
+        self.apply_plan(plan)
+        return plan
+
+    def check_tokens(self, mode: str) -> TokenPlan:
+        """What ``--tokens`` resolves to against the upstream now (blocking; changes nothing)."""
         name, _, value = self._auth.decode("latin-1").rstrip("\r\n").partition(": ")
-        plan = plan_tokens(
+        return plan_tokens(
             mode, self.upstream, None, self._tls, headers={name: value} if name else {}
         )
+
+    def apply_plan(self, plan: TokenPlan) -> None:
+        """Record token data or not, the server and its default sampling, as ``plan`` says."""
         self.tokens = plan.record
         self.server = plan.server
-        return plan
+        self.rewrite.sampling = self.rewrite.sampling.learnt(plan.server, plan.sampling)
+
+    @property
+    def tokens(self) -> bool:
+        """Token data is asked for and recorded on chat completions."""
+        return self.rewrite.tokens
+
+    @tokens.setter
+    def tokens(self, value: bool) -> None:
+        self.rewrite.tokens = value
 
     @property
     def url(self) -> str:
@@ -325,9 +327,14 @@ class RecordingProxy:
             except ContagentError as exc:
                 conn.respond_error(400, str(exc), "invalid_request_error")
                 return
+        if self.late is not None and not self.late.decided:
+            self.late.hold(lambda: self._exchange(conn, req, rollout_id, b"/" + tail))
+            return
         self._exchange(conn, req, rollout_id, b"/" + tail)
 
     def _exchange(self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes) -> None:
+        if conn.closed:  # gone while its request waited for the late --tokens decision
+            return
         body = req.body
         received = time.time()
         path = raw.decode("latin-1")
@@ -340,8 +347,8 @@ class RecordingProxy:
             except orjson.JSONDecodeError:
                 body_text = body.decode("utf-8", "replace")
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
-        changed, changes, ask = _changed(parsed, path.partition("?")[0], stream, self.tokens)
-        forward_body = orjson.dumps(changed) if changes else body
+        changed = change(parsed, path.partition("?")[0], stream, self.rewrite)
+        forward_body = orjson.dumps(changed.body) if changed.changes else body
 
         pool = self.pool
         head, safe = upstream_request_head(
@@ -360,7 +367,8 @@ class RecordingProxy:
                     index=index, rollout_id=rollout_id, time=received, method=req.method,
                     path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                     body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
-                    stream=stream, upstream_changes=changes, server=self.server,
+                    stream=stream, upstream_changes=changed.changes, server=self.server,
+                    sampling=changed.sampling,
                 ),
             )  # fmt: skip
         except RecordError as exc:
@@ -372,7 +380,9 @@ class RecordingProxy:
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"
             )
             return
-        ex = Exchange(self, conn, rollout_id, index, head_only=req.method == "HEAD", tokens=ask)
+        ex = Exchange(
+            self, conn, rollout_id, index, head_only=req.method == "HEAD", tokens=changed.ask
+        )
         conn.responder = ex
         self._inflight.add(ex)
         # One buffer, one write: uvloop's writelines defers the send to the end of the loop

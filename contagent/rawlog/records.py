@@ -26,8 +26,11 @@ from contagent.model_schema import dict_builder
 from contagent.versions import version_field
 
 #: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
-#: ``server``.
-SCHEMA_VERSION = 2
+#: ``server``, 3 the server's ``logprobs_mode`` and the request's ``sampling``.
+SCHEMA_VERSION = 3
+
+LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
+LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
 
 Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
@@ -66,6 +69,56 @@ class ServerInfo(BaseModel):
 
     name: str = Field(description="The server's kind, e.g. vllm.")
     version: str | None = Field(None, description="The version it reports, e.g. 0.32.0.")
+    logprobs_mode: LogprobsMode | None = Field(
+        None,
+        description="What the logprobs it reports describe: raw_logprobs (the model's own, "
+        "before temperature and processors) or processed_logprobs (the distribution sampled "
+        "from); null when unknown (not probed, or the probe could not tell).",
+    )
+    logprobs_mode_how: str | None = Field(
+        None, description="One line on how logprobs_mode was decided, or why it is unknown."
+    )
+
+
+SamplingSource = Literal["override", "client", "defaults", "server"]
+SAMPLING_SOURCES: tuple[str, ...] = get_args(SamplingSource)
+#: the sampling parameters a request record gives, in this order
+SAMPLING_KEYS: tuple[str, ...] = (
+    "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "logit_bias", "seed", "max_tokens",
+)  # fmt: skip
+
+
+class SamplingValue(BaseModel):
+    """One effective sampling parameter of a request, and where its value came from."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    value: Any = Field(
+        description="The value the server sampled with (logit_bias: whether one was sent; "
+        "seed null: unseeded)."
+    )
+    source: SamplingSource = Field(
+        description="override (--sampling-override), client (the request), defaults "
+        "(--sampling-defaults) or server (the server's own default)."
+    )
+
+
+class Sampling(BaseModel):
+    """A request's effective sampling parameters; each null where it is not known."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    temperature: SamplingValue | None
+    top_p: SamplingValue | None
+    top_k: SamplingValue | None
+    min_p: SamplingValue | None
+    presence_penalty: SamplingValue | None
+    frequency_penalty: SamplingValue | None
+    repetition_penalty: SamplingValue | None
+    logit_bias: SamplingValue | None
+    seed: SamplingValue | None
+    max_tokens: SamplingValue | None
 
 
 class ChoiceTokens(BaseModel):
@@ -128,10 +181,17 @@ class RequestRecord(_Record):
         default_factory=list,
         description="Changes the proxy made to the forwarded body, one entry per field it "
         "added: 'stream_options.include_usage' when it asked the upstream for stream usage; "
-        "'return_token_ids', 'logprobs', 'top_logprobs' when it asked for token data.",
+        "'return_token_ids', 'logprobs', 'top_logprobs' when it asked for token data; "
+        "'sampling.<key>' for each sampling parameter it set (--sampling-override, "
+        "--sampling-defaults); 'chat_template' when it sent --chat-template.",
     )
     server: ServerInfo | None = Field(
         None, description="The server the proxy forwards to, when it knows which it is."
+    )
+    sampling: Sampling | None = Field(
+        None,
+        description="The effective sampling parameters of a generation request (chat "
+        "completions, completions, responses, messages); null on other routes.",
     )
 
 

@@ -20,8 +20,8 @@ from contagent.errors import ContagentError
 from contagent.rawlog.records import ServerInfo
 from contagent.versions import check_version, version_field
 
-#: ``result.json``'s version; 2 added ``server``.
-RESULT_SCHEMA_VERSION = 2
+#: ``result.json``'s version; 2 added ``server``, 3 the server's ``logprobs_mode``.
+RESULT_SCHEMA_VERSION = 3
 
 RolloutStatus = Literal["passed", "failed", "agent_error", "timeout", "infra_error"]
 

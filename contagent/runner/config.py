@@ -13,6 +13,7 @@ from typing import Any
 from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
 from contagent.proxy.identify import TOKENS_MODES
+from contagent.proxy.sampling_options import SamplingPolicy
 from contagent.proxy.upstream import tls_context
 from contagent.runner.stopping.leftovers import Driver
 
@@ -96,6 +97,10 @@ class RunConfig:
     allow_internet: bool = False
     #: host variables a task's ``${VAR}`` env values may read (``--task-env``)
     task_env: tuple[str, ...] = ()
+    #: ``--sampling-override`` / ``--sampling-defaults`` (the server's defaults come later)
+    sampling: SamplingPolicy = field(default_factory=SamplingPolicy)
+    #: ``--chat-template``: the template text sent with every chat request
+    chat_template: str | None = None
 
     def image_for(self, agent: str) -> str:
         """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""

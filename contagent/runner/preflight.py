@@ -98,7 +98,7 @@ class LlmServer:
         """``--tokens`` resolved against this server (raises for ``on`` when it is not vLLM),
         from the model list its last ready check read and ``GET /version``."""
         base = self.url.removesuffix(MODELS_PATH)
-        return plan_tokens(mode, base, self._api_key, self._tls, self.owners)
+        return plan_tokens(mode, base, self._api_key, self._tls, self.owners, model=self.model)
 
     @property
     def tried(self) -> str:

@@ -138,8 +138,12 @@ def run_experiments(
         return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
 
     tokens = _token_plan(config, server, executor, wait_for_server, emit)
-    emit(RunEvent("ready", message=tokens.line))
-    queue = [replace(plan, tokens=tokens.record, server=tokens.server) for plan in todo]
+    for line in (tokens.line, *tokens.details):
+        emit(RunEvent("ready", message=line))
+    queue = [
+        replace(plan, tokens=tokens.record, server=tokens.server, sampling_server=tokens.sampling)
+        for plan in todo
+    ]
     _run_queue(config, executor, queue, summary, wait_for_server, emit)
     if config.ray_address is None:
         summary.left = leftovers.left_by_run(config.run_id)

@@ -58,6 +58,11 @@ from contagent.testing.messages_moves import (
     message_json,
 )
 from contagent.testing.responses_moves import is_responses, response_events, response_json
+from contagent.testing.stub_server_info import (
+    is_top_logprob_question,
+    render_answer,
+    top_logprob_answer,
+)
 
 #: the vLLM version the stub says it is (``GET /version``), as the servers it stands for
 STUB_VLLM_VERSION = "0.32.0"
@@ -92,8 +97,16 @@ class LLMStub:
         port: int = 0,
         models: Sequence[str] = ("stub",),
         owned_by: str = "vllm",
+        logprobs_mode: str = "raw_logprobs",
+        render_defaults: dict[str, object] | None = None,
     ) -> None:
         self.host = host
+        #: the ``--logprobs-mode`` it answers top-logprob questions in
+        self.logprobs_mode = logprobs_mode
+        #: the defaults ``/v1/chat/completions/render`` gives; None: no render route
+        self.render_defaults = render_defaults
+        #: the top-logprob questions and render requests answered (never in ``requests``)
+        self.server_questions: list[StubRequest] = []
         #: whose models these are; a stub not owned by vllm has no ``GET /version`` either
         self.owned_by = owned_by
         self.port = port
@@ -135,6 +148,13 @@ class LLMStub:
             parsed = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
             parsed = None
+        if request.method == "GET" and request.path == "/version":
+            return self._listing(request) or web.Response(status=404)  # not one of the requests
+        about = self._about_server(
+            StubRequest(-1, request.method, request.raw_path, dict(request.headers), body, parsed)
+        )
+        if about is not None:
+            return about
         req = StubRequest(
             next(self._counter),
             request.method,
@@ -143,8 +163,6 @@ class LLMStub:
             body,
             parsed,
         )
-        if request.method == "GET" and request.path == "/version":
-            return self._listing(request) or web.Response(status=404)  # not one of the requests
         self.requests.append(req)
         listing = self._listing(request)
         if listing is not None:
@@ -161,6 +179,24 @@ class LLMStub:
         except (asyncio.CancelledError, ConnectionResetError):
             self.cancelled.append(req.index)
             raise
+
+    def _about_server(self, req: StubRequest) -> web.Response | None:
+        """The top-logprob questions and render requests a server check sends (no move
+        consumed, not one of the requests): :mod:`contagent.testing.stub_server_info`."""
+        path = req.path.partition("?")[0]
+        if self.owned_by != "vllm":
+            return None
+        if req.method == "POST" and path.endswith("/chat/completions/render"):
+            self.server_questions.append(req)
+            if self.render_defaults is None:
+                return web.json_response({"detail": "Not Found"}, status=404)
+            return web.json_response(render_answer(req.json, self.render_defaults))
+        if is_top_logprob_question(req.method, path, req.json):
+            self.server_questions.append(req)
+            return web.json_response(
+                top_logprob_answer(req.json, self.logprobs_mode, len(self.server_questions))
+            )
+        return None
 
     def _listing(self, request: web.BaseRequest) -> web.Response | None:
         """``GET .../models`` and ``GET /version`` answer as vLLM does (no move consumed)."""
@@ -312,9 +348,14 @@ def start_stub_in_thread(
     port: int = 0,
     models: Sequence[str] = ("stub",),
     owned_by: str = "vllm",
+    logprobs_mode: str = "raw_logprobs",
+    render_defaults: dict[str, object] | None = None,
 ) -> RunningStub:
-    """Start the stub on its own event loop thread; returns once it listens."""
-    return RunningStub(LLMStub(script, host, port, models, owned_by), "contagent-llm-stub")
+    """Start the stub on its own event loop thread; returns once it listens.
+    ``logprobs_mode`` and ``render_defaults``: :mod:`contagent.testing.stub_server_info`
+    (``VLLM_DEFAULTS`` are vLLM's own)."""
+    stub = LLMStub(script, host, port, models, owned_by, logprobs_mode, render_defaults)
+    return RunningStub(stub, "contagent-llm-stub")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -108,11 +108,11 @@ def test_the_stub_answers_in_the_same_shapes(reply):
 
 
 def _downgrade(folder: Path) -> None:
-    """Rewrite a rollout as the previous schema version wrote it."""
+    """Rewrite a rollout as the first schema version wrote it."""
     log = folder / "exchanges.jsonl"
     lines = []
     for rec in map(orjson.loads, log.read_bytes().splitlines()):
-        rec.pop("server", None), rec.pop("tokens", None)
+        rec.pop("server", None), rec.pop("tokens", None), rec.pop("sampling", None)
         lines.append(orjson.dumps({**rec, "schema_version": 1}))
     log.write_bytes(b"\n".join(lines) + b"\n")
     result = orjson.loads((folder / "result.json").read_bytes())
@@ -121,7 +121,7 @@ def _downgrade(folder: Path) -> None:
 
 
 def test_logs_of_the_previous_schema_version_still_read(tmp_path):
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     for name in ("new", "old"):
         shutil.copytree(REPO / "data" / "rollouts" / "clean_pass", tmp_path / name / "clean_pass")
     _downgrade(tmp_path / "old" / "clean_pass")

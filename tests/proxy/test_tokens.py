@@ -228,10 +228,15 @@ def test_relay_is_the_same_however_the_bytes_are_cut(seed):
 def test_tokens_mode_follows_the_upstream(stub_factory):
     vllm = stub_factory([])
     plan = plan_tokens("auto", vllm.url + "/v1")
-    assert plan.record and plan.server == {"name": "vllm", "version": "0.32.0"}
+    assert plan.record and plan.server is not None
+    assert plan.server["name"] == "vllm" and plan.server["version"] == "0.32.0"
+    assert plan.server["logprobs_mode"] == "raw_logprobs"
     assert "recorded" in plan.line
     off = plan_tokens("off", vllm.url)
-    assert not off.record and off.server == plan.server
+    assert not off.record and off.server == {
+        "name": "vllm", "version": "0.32.0", "logprobs_mode": None,
+        "logprobs_mode_how": "not probed: --tokens off",
+    }  # fmt: skip
     from contagent.testing.llm_stub import start_stub_in_thread
 
     other = start_stub_in_thread([], owned_by="openai")

@@ -4,7 +4,8 @@ its recording proxy, its token totals and how its files are written.
 The agent's only route to the LLM is the recording proxy: the rollout network is
 an internal bridge (no forwarding to anywhere outside it), and the proxy listens
 on that bridge's gateway address on the host, forwarding to the user's server.
-The lifecycle (:mod:`.rollout_lifecycle`) runs each task kind's phases on these parts.
+Each task kind runs its rollouts in its own module (``seed_rollout``,
+``harbor_rollout``) on these parts.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ class RolloutPlan:
     agent_in_name: bool = False
     #: the proxy records token data (``--tokens``, resolved by the run's preflight)
     tokens: bool = False
-    #: the LLM server the preflight found (``{"name", "version"}``), if it knows which
+    #: the LLM server the preflight found (``{"name", "version", "logprobs_mode", ...}``)
     server: dict[str, Any] | None = None
+    #: the server's default sampling as the preflight learnt it, None: not known
+    sampling_server: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -205,6 +208,8 @@ def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any)
         allowed_clients=net.subnet,
         tokens=plan.tokens,
         server=plan.server,
+        sampling=cfg.sampling.learnt(plan.server, plan.sampling_server),
+        chat_template=cfg.chat_template,
     )
     return start_proxy_in_thread(cfg.upstream_url, ctx.paths.rollouts_dir, options)
 

@@ -1,0 +1,71 @@
+"""The options ``contagent proxy`` and ``contagent run`` share for RL data: the sampling the
+proxy pins or fills in, and the chat template it sends (docs/proxy.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from contagent.errors import ContagentError
+
+if TYPE_CHECKING:
+    from contagent.proxy.sampling_options import SamplingPolicy
+
+#: the largest --chat-template file read (templates are a few KB)
+MAX_TEMPLATE_BYTES = 1024 * 1024
+
+SamplingOverride = Annotated[
+    str | None,
+    typer.Option(
+        help="Sampling the proxy pins on every generation request, replacing the client's: "
+        "KEY=VALUE,... with KEY one of temperature, top_p, top_k, min_p, presence_penalty, "
+        "frequency_penalty, repetition_penalty, seed, max_tokens. See docs/proxy.md."
+    ),
+]
+SamplingDefaults = Annotated[
+    str | None,
+    typer.Option(
+        help="Sampling the proxy fills in where the client set none, e.g. "
+        "temperature=0.6,top_p=0.95 (keys as --sampling-override)."
+    ),
+]
+ChatTemplate = Annotated[
+    Path | None,
+    typer.Option(
+        help="A chat template (Jinja) sent with every chat request that has none; vLLM "
+        "needs --trust-request-chat-template. See docs/tokens.md."
+    ),
+]
+
+
+def sampling_policy(override: str | None, defaults: str | None) -> SamplingPolicy:
+    """The two options parsed (one-line errors) into a
+    :class:`~contagent.proxy.sampling_options.SamplingPolicy`."""
+    from contagent.proxy.sampling_options import SamplingPolicy, parse_sampling
+
+    return SamplingPolicy(
+        override=parse_sampling(override, "--sampling-override"),
+        defaults=parse_sampling(defaults, "--sampling-defaults"),
+    )
+
+
+def chat_template(path: Path | None) -> str | None:
+    """The template text of ``--chat-template``, read once (one-line errors)."""
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_TEMPLATE_BYTES + 1)
+    except OSError as exc:
+        raise ContagentError(f"--chat-template {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_TEMPLATE_BYTES:
+        raise ContagentError(f"--chat-template {path}: larger than {MAX_TEMPLATE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContagentError(f"--chat-template {path}: not UTF-8 text") from None
+    if not text.strip():
+        raise ContagentError(f"--chat-template {path}: the file is empty")
+    return text

@@ -1,0 +1,62 @@
+"""The logprobs-mode probe against the real server in both modes: the tier's own server
+(vLLM's default, raw_logprobs) and a second, short-lived one served with
+``--logprobs-mode processed_logprobs --enable-scale-out`` (which also answers the render
+route, so the server's default sampling is learnt)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from contagent.proxy.identify import plan_tokens
+from contagent.rawlog.records import ServerInfo
+from tests.vllm import server as vllm_server
+from tests.vllm.conversations import Meta
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def processed(
+    meta: Meta, tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
+) -> Iterator[vllm_server.VllmServer]:
+    base = vllm_server.serve_args
+    monkeypatch_module.setattr(
+        vllm_server,
+        "serve_args",
+        lambda model, port: [
+            *base(model, port), "--logprobs-mode", "processed_logprobs", "--enable-scale-out",
+        ],
+    )  # fmt: skip
+    log = tmp_path_factory.mktemp("vllm-processed") / "server.log"
+    srv = vllm_server.start(meta.model_dir, log)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def test_the_default_server_is_probed_raw(vllm: vllm_server.VllmServer) -> None:
+    plan = plan_tokens("on", vllm.url)
+    assert plan.server is not None and plan.server["logprobs_mode"] == "raw_logprobs"
+    assert plan.server["logprobs_mode_how"].startswith("probed: gaps at temperature 0.5 are 1.0")
+    ServerInfo.model_validate(plan.server)
+    assert plan.sampling is None  # no render route without --enable-scale-out
+    assert "render answered 404" in plan.details[1]
+
+
+def test_a_processed_server_is_probed_processed(processed: vllm_server.VllmServer) -> None:
+    plan = plan_tokens("on", processed.url)
+    assert plan.server is not None and plan.server["logprobs_mode"] == "processed_logprobs"
+    assert plan.server["logprobs_mode_how"].startswith("probed: gaps at temperature 0.5 are 2.0")
+    # the tiny model has no generation_config: vLLM's neutral defaults
+    assert plan.sampling is not None
+    assert (plan.sampling["temperature"], plan.sampling["top_p"]) == (1.0, 1.0)
+    assert plan.sampling["repetition_penalty"] == 1.0 and plan.sampling["seed"] is None
