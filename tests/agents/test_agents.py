@@ -309,7 +309,7 @@ def test_cli_refuses_an_unknown_agent_in_one_line(tmp_path: Path) -> None:
 
 
 def test_an_agent_that_exits_non_zero_is_an_agent_error() -> None:
-    from contagent.runner.lifecycle.seed_rollout import _verdict
+    from contagent.runner.tasks.seed_rollout import _verdict
 
     codes = {"exit_codes": {"setup": 0, "agent": 127, "evaluate": 1}}
     assert _verdict(codes, False, None, 0) == ("agent_error", "the agent exited 127")

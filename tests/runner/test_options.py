@@ -14,9 +14,9 @@ from contagent.rawlog.records import outcome_record, request_record
 from contagent.rawlog.result import RolloutResult
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
 from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
-from contagent.runner.lifecycle.seed_rollout import _verdict
 from contagent.runner.run import _prepare
 from contagent.runner.tasks.experiment import load_experiment
+from contagent.runner.tasks.seed_rollout import _verdict
 from contagent.versions import NewerVersionError
 from tests.helpers import cli
 from tests.runner.helpers import write_experiment

@@ -103,6 +103,7 @@ class Chat:
     template: str | None = None  # a chat template sent with every request
     turns: list[Turn] = field(default_factory=list)
     seed: int = 0
+    temperature: float | None = None  # sent with every request when set
 
     def ask(
         self,
@@ -133,6 +134,8 @@ class Chat:
             bias.update({str(i): 6.0 for i in self.meta.quotes})
             bias[str(self.meta.eos)] = end_bias
         body["logit_bias"] = bias
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if self.template is not None:
             body["chat_template"] = self.template
         if stream:

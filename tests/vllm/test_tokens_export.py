@@ -91,6 +91,21 @@ def _forked(chat: Any) -> bool:
 SCENARIOS = {"prefix_kept": _prefix_kept, "forced_then_free": _forced_then_free, "forked": _forked}
 
 
+def _mode_stated(log: Path) -> None:
+    """The tier's server runs vLLM's default ``raw_logprobs`` mode: say so in request records
+    of a proxy that does not record the mode itself."""
+    import orjson
+
+    lines = []
+    for line in log.read_bytes().splitlines():
+        rec = orjson.loads(line)
+        server = rec.get("server")
+        if rec.get("type") == "request" and isinstance(server, dict):
+            server.setdefault("logprobs_mode", "raw_logprobs")
+        lines.append(orjson.dumps(rec))
+    log.write_bytes(b"\n".join(lines) + b"\n")
+
+
 def _settled(log: Path, timeout_s: float = 30.0) -> None:
     """Wait until every request of ``log`` has its outcome (the proxy writes it as the
     exchange ends, which can be just after the client has the last byte)."""
@@ -115,7 +130,9 @@ def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Pa
         runs = Path(tmp) / "runs"
         for name, scenario in SCENARIOS.items():
             rid = f"export_{name}"
-            passed = scenario(Chat(proxy.rollout_base_url(rid), meta))
+            chat = Chat(proxy.rollout_base_url(rid), meta)
+            chat.temperature = 1.0
+            passed = scenario(chat)
             result = RolloutResult(
                 rollout_id=rid, experiment="tokens-vllm", model=MODEL,
                 status="passed", passed=passed, reward=1.0, stop_condition="finished",
@@ -124,11 +141,15 @@ def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Pa
             _settled(paths.exchanges)
             paths.result.write_text(result.model_dump_json() + "\n")
             shutil.copytree(paths.root, runs / rid)
+            _mode_stated(runs / rid / "exchanges.jsonl")
         yield meta.model_dir, runs
 
 
 def _exported(runs: Path, out: Path) -> tuple[dict[str, dict], list[dict]]:
-    export([runs], out, ExportOptions(formats=("tokens",), filter="all"))
+    # every request biases the end token: in the raw mode that leaves the reported logprobs
+    # the model's own (what the recompute checks), so the samples are taken as they are
+    options = ExportOptions(formats=("tokens",), filter="all", allow_raw_logprobs=True)
+    export([runs], out, options)
     rows = {r["rollout_id"]: r for r in read_rows(out / "results.jsonl")}
     return rows, pq.read_table(out / "tokens" / "data").to_pylist()
 

@@ -21,6 +21,7 @@ from contagent.rawlog.result import RolloutResult, load_result
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig
 from contagent.runner.lifecycle.rollout import RolloutPlan
+from contagent.runner.lifecycle.rollout_lifecycle import rollout_result
 
 
 @dataclass(frozen=True)
@@ -124,22 +125,11 @@ def record_failure(
 ) -> RolloutResult:
     """An ``infra_error`` result for a rollout whose task failed for good (``--resume`` reruns it)."""
     name = plan.name
-    result = RolloutResult(
-        rollout_id=name,
-        experiment=plan.experiment.name,
-        model=config.llm.served_model_name,
-        server=plan.server,
-        status="infra_error",
-        passed=False,
-        started=started,
-        ended=time.time(),
-        duration_s=time.time() - started,
-        run_id=config.run_id,
-        repeat_index=plan.repeat_index,
-        image=config.image_for(plan.agent),
-        agent=plan.agent,
-        error=reason,
-    )
+    result = rollout_result(
+        plan, config, "infra_error", reason, started,
+        model=config.llm.served_model_name, duration_s=time.time() - started,
+        image=config.image_for(plan.agent), agent=plan.agent,
+    )  # fmt: skip
     if paths.rollout(name).root.exists():
         return result  # landed already; the files there are the rollout's own
     staged = RunPaths(paths.incoming_dir / f"{name}-{uuid.uuid4().hex[:8]}")

@@ -1,2 +1,3 @@
-"""The rollout lifecycle: a rollout's plan and context (:mod:`.rollout`), how each kind's
-rollout runs, and the program and sandbox inside its containers."""
+"""The rollout lifecycle: a rollout's plan and context (:mod:`.rollout`), the one lifecycle
+every task kind's rollout runs through (:mod:`.rollout_lifecycle`), and the program and
+sandbox inside its containers."""

@@ -4,8 +4,7 @@ its recording proxy, its token totals and how its files are written.
 The agent's only route to the LLM is the recording proxy: the rollout network is
 an internal bridge (no forwarding to anywhere outside it), and the proxy listens
 on that bridge's gateway address on the host, forwarding to the user's server.
-Each task kind runs its rollouts in its own module (``seed_rollout``,
-``harbor_rollout``) on these parts.
+The lifecycle (:mod:`.rollout_lifecycle`) runs each task kind's phases on these parts.
 """
 
 from __future__ import annotations

@@ -26,14 +26,8 @@ from contagent.agents.oracle import SOLUTION_DIR
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.rawlog.result import LlmSettings
-from contagent.runner import docker_ops
 from contagent.runner.images import agent_image
-from contagent.runner.lifecycle.rollout import (
-    RolloutPlan,
-    RunContext,
-    agent_settings,
-    start_rollout_proxy,
-)
+from contagent.runner.lifecycle.rollout import RolloutPlan, RunContext, agent_settings
 from contagent.runner.lifecycle.sandbox import Sandbox
 from contagent.runner.tasks.harbor_reward import parse_reward
 from contagent.runner.tasks.harbor_task import HarborTask
@@ -56,8 +50,10 @@ class Outcome:
     #: the phases' limits as a verdict names them
     agent_limit: str = ""
     verifier_limit: str = ""
-    #: what the proxy could not write to the raw log (then no verdict may be claimed)
-    unrecorded: list[str] = field(default_factory=list)
+    #: the image the sandbox ran, once derived
+    image: str | None = None
+    #: the agent's effective LLM settings, once given
+    llm: LlmSettings | None = None
 
 
 def _container_options(task: HarborTask) -> dict[str, Any]:
@@ -231,80 +227,72 @@ def _verifier_phase(
 def run_phases(
     ctx: RunContext,
     plan: RolloutPlan,
-    task: HarborTask,
     agent: Agent,
     out: Outcome,
+    where: tuple[str, Any, Any],
     collected: Path,
-) -> tuple[str, LlmSettings | None]:
-    """Every phase of the rollout, what it left copied into ``collected``; returns the image
-    and the agent's LLM settings."""
-
-    cfg, name = ctx.config, plan.name
-    prefix = f"contagent-{cfg.run_id}-{name}"
+) -> None:
+    """Every phase of the rollout, ``where`` being its container name prefix, network and
+    recording proxy; what the phases left is copied into ``collected``, and what they gave
+    (the image, the agent's LLM settings included) into ``out``."""
+    task = plan.experiment
+    assert isinstance(task, HarborTask)
+    (prefix, net, proxy), cfg, name = where, ctx.config, plan.name
     t0 = time.monotonic()
     runner = cfg.image_for(agent.name) or None  # the oracle has no runner image
-    image = agent_image.derived_image(
+    out.image = image = agent_image.derived_image(
         ctx.client, task, agent.name, runner, LAYERS.get(agent.name), cfg.owner
     )
-    net = docker_ops.create_network(ctx.client, prefix, ctx.labels(name, "network"))
     outside: Any = None
     if cfg.allow_internet or task.verifier_network == "public":
         outside = ctx.client.networks.create(
             f"{prefix}-out", driver="bridge", labels=ctx.labels(name, "network")
         )
-    proxy = start_rollout_proxy(ctx, plan, name, net)
-    try:
-        workdir = task.workdir or ctx.client.images.get(image).attrs["Config"].get("WorkingDir")
-        workdir = workdir or "/"
-        container = _create(
-            ctx,
-            task,
-            image,
-            name=f"{prefix}-sandbox",
-            hostname="sandbox",
-            network=net.name,
-            labels=ctx.labels(name, "sandbox"),
-            environment={**task.env, "CONTAGENT_ROLLOUT": name},
-            working_dir=workdir,
-        )
-        sb = Sandbox(ctx.client, container)
-        if cfg.allow_internet and outside is not None:
-            outside.connect(container)
-        sb.start()
-        dirs = f"{OUT_DIR} /logs/agent {VERIFIER_DIR}"
-        sb.sh(f"mkdir -p {dirs} && chmod 777 {dirs}")
-        where: dict[str, Any] = {"workspace": workdir, "out_dir": OUT_DIR}
-        if task.skills_path is not None:
-            where.update(skills=image_skills(sb, task.skills_path), skills_dir=task.skills_path)
-        _, launch, effective = agent_settings(
-            ctx, plan, agent, proxy.rollout_base_url(name), **where
-        )
-        sb.put(_agent_files(task, agent, launch))
-        _own_agent_files(sb, task, agent)
-        out.setup_error = _wait_healthy(sb, task, ctx.cancel.is_set)
-        out.codes["setup"] = 0 if out.setup_error is None else 1
-        out.timings["setup_s"] = time.monotonic() - t0
-        if out.setup_error is not None:
-            return image, effective
+    workdir = task.workdir or ctx.client.images.get(image).attrs["Config"].get("WorkingDir")
+    workdir = workdir or "/"
+    container = _create(
+        ctx,
+        task,
+        image,
+        name=f"{prefix}-sandbox",
+        hostname="sandbox",
+        network=net.name,
+        labels=ctx.labels(name, "sandbox"),
+        environment={**task.env, "CONTAGENT_ROLLOUT": name},
+        working_dir=workdir,
+    )
+    sb = Sandbox(ctx.client, container)
+    if cfg.allow_internet and outside is not None:
+        outside.connect(container)
+    sb.start()
+    dirs = f"{OUT_DIR} /logs/agent {VERIFIER_DIR}"
+    sb.sh(f"mkdir -p {dirs} && chmod 777 {dirs}")
+    found: dict[str, Any] = {"workspace": workdir, "out_dir": OUT_DIR}
+    if task.skills_path is not None:
+        found.update(skills=image_skills(sb, task.skills_path), skills_dir=task.skills_path)
+    _, launch, out.llm = agent_settings(ctx, plan, agent, proxy.rollout_base_url(name), **found)
+    sb.put(_agent_files(task, agent, launch))
+    _own_agent_files(sb, task, agent)
+    out.setup_error = _wait_healthy(sb, task, ctx.cancel.is_set)
+    out.codes["setup"] = 0 if out.setup_error is None else 1
+    out.timings["setup_s"] = time.monotonic() - t0
+    if out.setup_error is not None:
+        return
 
-        limit = task.agent_timeout_s or cfg.timeout_s
-        source = "--timeout" if task.agent_timeout_s is None else "[agent] timeout_sec"
-        out.agent_limit = f"its {limit:g} s limit ({source})"
-        _agent_phase(sb, task, agent, launch, workdir, limit, ctx, out)
+    limit = task.agent_timeout_s or cfg.timeout_s
+    source = "--timeout" if task.agent_timeout_s is None else "[agent] timeout_sec"
+    out.agent_limit = f"its {limit:g} s limit ({source})"
+    _agent_phase(sb, task, agent, launch, workdir, limit, ctx, out)
 
-        # Nothing the agent started may see the tests, rewrite the reward or use the route.
-        sb.stop_everything()
-        sb.get(OUT_DIR, collected)
-        ctx.client.networks.get(net.id).disconnect(container, force=True)
-        if cfg.allow_internet and outside is not None and task.verifier_network != "public":
-            outside.disconnect(container, force=True)
-        elif not cfg.allow_internet and outside is not None:
-            outside.connect(container)
-        if ctx.cancel.is_set():
-            return image, effective
-        sb.start()
-        _verifier_phase(sb, task, workdir, ctx, out, collected)
-        return image, effective
-    finally:
-        proxy.stop()
-        out.unrecorded = list(proxy.proxy.record_errors)
+    # Nothing the agent started may see the tests, rewrite the reward or use the route.
+    sb.stop_everything()
+    sb.get(OUT_DIR, collected)
+    ctx.client.networks.get(net.id).disconnect(container, force=True)
+    if cfg.allow_internet and outside is not None and task.verifier_network != "public":
+        outside.disconnect(container, force=True)
+    elif not cfg.allow_internet and outside is not None:
+        outside.connect(container)
+    if ctx.cancel.is_set():
+        return
+    sb.start()
+    _verifier_phase(sb, task, workdir, ctx, out, collected)

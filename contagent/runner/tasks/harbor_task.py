@@ -305,10 +305,8 @@ def _user(value: str | int | None) -> str | None:
     return None if value is None else str(value)
 
 
-def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> HarborTask:
-    """Load and check one Harbor task folder; :class:`ContagentError` names file and field."""
-    root = Path(root)
-    file = root / TASK_FILE
+def _read_task_toml(file: Path) -> _TaskToml:
+    """``task.toml`` parsed and checked against its model and what contagent supports."""
     try:
         raw = tomllib.loads(_read_limited(file, TOML_LIMIT_BYTES, TASK_FILE))
     except tomllib.TOMLDecodeError as exc:
@@ -320,14 +318,11 @@ def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> Harb
     bad = _unsupported(cfg)
     if bad is not None:
         raise ContagentError(f"{file}: {bad} is not supported by contagent")
-    env = cfg.environment
-    agent_net, _ = _network(cfg.agent, env, env.allow_internet)
-    verifier_net, verifier_hosts = _network(cfg.verifier, env, env.allow_internet)
-    if verifier_net == "allowlist":
-        raise ContagentError(
-            f"{file}: verifier network_mode = 'allowlist' is not supported by contagent "
-            f"(hosts {', '.join(verifier_hosts) or 'none'})"
-        )
+    return cfg
+
+
+def _sizes(file: Path, env: _Environment) -> tuple[int | None, int | None]:
+    """The environment's memory and storage limits in MB, each checked positive with cpus."""
     memory_mb = env.memory_mb
     if memory_mb is None and env.memory is not None:
         memory_mb = _size_mb(env.memory, f"{file}: [environment] memory")
@@ -337,7 +332,12 @@ def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> Harb
     for what, value in (("cpus", env.cpus), ("memory_mb", memory_mb), ("storage_mb", storage_mb)):
         if value is not None and not value > 0:
             raise ContagentError(f"{file}: [environment] {what} = {value} must be positive")
+    return memory_mb, storage_mb
 
+
+def _checked_folder(root: Path, file: Path, cfg: _TaskToml) -> tuple[str, str]:
+    """The task's name and instruction, once the folder holds what a task needs."""
+    env = cfg.environment
     name = root.name
     if cfg.task is not None:
         name = cfg.task.name.rsplit("/", 1)[-1]
@@ -356,6 +356,25 @@ def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> Harb
     for what, path in (("workdir", env.workdir), ("skills_dir", env.skills_dir)):
         if path is not None and not path.startswith("/"):
             raise ContagentError(f"{file}: [environment] {what} {path!r} is not absolute")
+    return name, instruction
+
+
+def load_harbor_task(root: Path, task_env: frozenset[str] = frozenset()) -> HarborTask:
+    """Load and check one Harbor task folder; :class:`ContagentError` names file and field."""
+    root = Path(root)
+    file = root / TASK_FILE
+    cfg = _read_task_toml(file)
+    env = cfg.environment
+    agent_net, _ = _network(cfg.agent, env, env.allow_internet)
+    verifier_net, verifier_hosts = _network(cfg.verifier, env, env.allow_internet)
+    if verifier_net == "allowlist":
+        raise ContagentError(
+            f"{file}: verifier network_mode = 'allowlist' is not supported by contagent "
+            f"(hosts {', '.join(verifier_hosts) or 'none'})"
+        )
+    memory_mb, storage_mb = _sizes(file, env)
+    name, instruction = _checked_folder(root, file, cfg)
+    env_dir = root / "environment"
     hc = env.healthcheck
     return HarborTask(
         name=name,

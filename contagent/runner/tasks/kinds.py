@@ -2,19 +2,20 @@
 
 A kind recognises its folders by a marker file, loads one into a
 :class:`~contagent.runner.tasks.task_kind.Task` (or raises ContagentError with a
-one-line reason), and runs one rollout of it. Each kind is one module behind
-:class:`TaskKind`:
+one-line reason), and supplies the phases of one rollout, which the shared lifecycle
+runs. Each kind is its modules and one :class:`TaskKind` line in :data:`KINDS`:
 seed experiments (``experiment.json``; ``experiment.py`` and ``seed_rollout.py``)
-and Harbor tasks (``task.toml``; ``harbor_task.py`` and ``harbor_rollout.py``).
+and Harbor tasks (``task.toml``; ``harbor_task.py``, ``harbor_phases.py`` and
+``harbor_rollout.py``).
 A folder is of the first kind that recognises it; one no kind recognises is
 loaded as a seed experiment, whose error names the missing ``experiment.json``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import docker
 
@@ -23,106 +24,83 @@ from contagent.errors import ContagentError
 from contagent.rawlog.result import RolloutResult
 from contagent.runner.config import RunConfig
 from contagent.runner.images import agent_image
-from contagent.runner.lifecycle.harbor_rollout import run_harbor_rollout
 from contagent.runner.lifecycle.rollout import RolloutPlan, RunContext
-from contagent.runner.lifecycle.seed_rollout import run_rollout
+from contagent.runner.lifecycle.rollout_lifecycle import PhasesFactory, run_rollout
 from contagent.runner.tasks.experiment import (
     EXPERIMENT_FILE,
     ExperimentProblem,
     experiment_roots,
     load_experiment,
 )
+from contagent.runner.tasks.harbor_rollout import HarborPhases
 from contagent.runner.tasks.harbor_task import TASK_FILE, HarborTask, load_harbor_task
+from contagent.runner.tasks.seed_rollout import SeedPhases
 from contagent.runner.tasks.task_kind import Task
 
+#: ``prepare(client, config, task, agent, labels)``: make and check, on this engine and
+#: before any rollout, what rollouts of ``task`` with ``agent`` need (images to build,
+#: limits to apply); containers it creates carry ``labels``. Raises
+#: :class:`~contagent.runner.images.agent_image.TaskRefused` for what no engine could fix,
+#: ContagentError (or Docker's errors) for this engine's trouble.
+Prepare = Callable[[docker.DockerClient, RunConfig, Task, str, dict[str, str]], None]
 
-class TaskKind(Protocol):
-    @property
-    def name(self) -> str: ...
+
+def _nothing(
+    client: docker.DockerClient, config: RunConfig, task: Task, agent: str, labels: dict[str, str]
+) -> None:
+    """A kind whose rollouts need nothing but the runner image (checked when the executor
+    opens) prepares nothing."""
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """A kind of task folder: how it is recognised and loaded, what an engine must prepare
+    for it, and the phases of one of its rollouts (the lifecycle runs them)."""
+
+    name: str
+    #: the file whose presence marks a folder of this kind
+    marker: str
+    #: ``load(root, skills_dir, task_env)``: the checked task, or ContagentError with a
+    #: one-line reason; ``task_env``: the host variables its values may read (``--task-env``)
+    load: Callable[[Path, Path | None, frozenset[str]], Task]
+    #: the phases and outcome of one rollout (:class:`~contagent.runner.lifecycle.rollout_lifecycle.RolloutPhases`)
+    phases: PhasesFactory
+    prepare: Prepare = _nothing
 
     def recognises(self, root: Path) -> bool:
         """Whether ``root`` is a folder of this kind (its marker file is there)."""
-        ...
-
-    def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
-        """The checked task, or :class:`ContagentError` with a one-line reason;
-        ``task_env``: the host variables its values may read (``--task-env``)."""
-        ...
-
-    def prepare(
-        self,
-        client: docker.DockerClient,
-        config: RunConfig,
-        task: Task,
-        agent: str,
-        labels: dict[str, str],
-    ) -> None:
-        """Make and check, on this engine and before any rollout, what rollouts of ``task``
-        with ``agent`` need (images to build, limits to apply); containers it creates carry
-        ``labels``. Raises :class:`~contagent.runner.images.agent_image.TaskRefused` for what no
-        engine could fix, ContagentError (or Docker's errors) for this engine's trouble."""
-        ...
+        return (root / self.marker).is_file()
 
     def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
         """Run one rollout of one of its tasks and write its files; never raises for
         Docker trouble (that is the rollout's ``infra_error``)."""
-        ...
+        return run_rollout(ctx, plan, self.phases)
 
 
-@dataclass(frozen=True)
-class SeedKind:
-    name: str = "seed"
-
-    def recognises(self, root: Path) -> bool:
-        return (root / EXPERIMENT_FILE).is_file()
-
-    def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
-        return load_experiment(root, skills_dir)
-
-    def prepare(
-        self,
-        client: docker.DockerClient,
-        config: RunConfig,
-        task: Task,
-        agent: str,
-        labels: dict[str, str],
-    ) -> None:
-        """Nothing: the runner image, checked when the executor opens, is all it needs."""
-
-    def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
-        return run_rollout(ctx, plan)
+def _prepare_harbor(
+    client: docker.DockerClient, config: RunConfig, task: Task, agent: str, labels: dict[str, str]
+) -> None:
+    """The task image and the agent layered onto it, built once and cached on this
+    engine; the storage limit checked."""
+    assert isinstance(task, HarborTask)
+    runner = config.image_for(agent) or None  # an agent with nothing to layer has none
+    agent_image.prepare(client, task, agent, runner, LAYERS.get(agent), config.owner, labels)
 
 
-@dataclass(frozen=True)
-class HarborKind:
-    name: str = "harbor"
-
-    def recognises(self, root: Path) -> bool:
-        return (root / TASK_FILE).is_file()
-
-    def load(self, root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
-        return load_harbor_task(root, task_env)
-
-    def prepare(
-        self,
-        client: docker.DockerClient,
-        config: RunConfig,
-        task: Task,
-        agent: str,
-        labels: dict[str, str],
-    ) -> None:
-        """The task image and the agent layered onto it, built once and cached on this
-        engine; the storage limit checked."""
-        assert isinstance(task, HarborTask)
-        runner = config.image_for(agent) or None  # an agent with nothing to layer has none
-        agent_image.prepare(client, task, agent, runner, LAYERS.get(agent), config.owner, labels)
-
-    def run_rollout(self, ctx: RunContext, plan: RolloutPlan) -> RolloutResult:
-        return run_harbor_rollout(ctx, plan)
+def _load_seed(root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
+    return load_experiment(root, skills_dir)
 
 
-SEED = SeedKind()
-KINDS: dict[str, TaskKind] = {k.name: k for k in (SEED, HarborKind())}
+def _load_harbor(root: Path, skills_dir: Path | None, task_env: frozenset[str]) -> Task:
+    return load_harbor_task(root, task_env)
+
+
+SEED = TaskKind("seed", EXPERIMENT_FILE, _load_seed, SeedPhases)
+#: Every kind, by name; a folder is of the first that recognises it.
+KINDS: dict[str, TaskKind] = {
+    k.name: k
+    for k in (SEED, TaskKind("harbor", TASK_FILE, _load_harbor, HarborPhases, _prepare_harbor))
+}
 
 
 def kind_of(root: Path) -> TaskKind:
