@@ -24,6 +24,7 @@ PACKAGE = REPO / "contagent"
 #: writes them.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli", "__main__"}),
+    frozenset({"engine"}),
     frozenset(
         {"runner", "proxy", "export", "validate", "hub", "viewer", "testing", "rawlog.compact"}
     ),

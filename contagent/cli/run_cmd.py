@@ -31,24 +31,41 @@ def _note_not_needed(values: tuple[str | None, ...]) -> None:
             )
 
 
-def _run(config: RunConfig, progress: Progress, journal: RunLog) -> RunSummary:
-    """Run ``config``'s experiments under the live display; the run log says why it ended
-    when an error or a signal ends it."""
+def _run(
+    config: RunConfig, progress: Progress, journal: RunLog, stream: Path | None = None
+) -> RunSummary:
+    """Run ``config``'s experiments under the live display (each finished group streamed
+    to ``stream``); the run log says why it ended when an error or a signal ends it."""
     from rich.live import Live
 
     from contagent.runner.run import run_experiments
     from contagent.runner.stopping.signals import signal_name, stop_on_signals, stop_signal
+    from contagent.runner.summary import RunEvent
+
+    on_event = progress.on_event
+    streamer = None
+    if stream is not None:
+        from contagent.engine.sample_stream import SampleStream
+
+        streamer = SampleStream(stream, config.log_dir, config.repeat)
+
+        def on_event(event: RunEvent) -> None:
+            progress.on_event(event)
+            streamer.on_event(event)
 
     with stop_on_signals(config.run_id, journal.line):
         try:
             with Live(progress, console=console, refresh_per_second=4, transient=True):
-                return run_experiments(config, progress.on_event)
+                return run_experiments(config, on_event)
         except ContagentError as exc:
             journal.line(f"contagent: error: {exc}")
             raise
         except KeyboardInterrupt as exc:
             journal.line(f"contagent: error: interrupted by {signal_name(stop_signal(exc))}")
             raise
+        finally:
+            if streamer is not None:
+                streamer.close()
 
 
 def _run_command(
@@ -85,6 +102,7 @@ def _run_command(
     wait_for_llm: opt.WaitForLlm = 600.0,
     resume: opt.Resume = False,
     run_id: opt.RunId = None,
+    stream_samples: opt.StreamSamples = None,
     network: opt.Network = None,
     vllm_internal_url: opt.VllmInternalUrl = None,
     entrypoint_script: opt.EntrypointScript = None,
@@ -159,7 +177,7 @@ def _run_command(
     config = run_guarded(build_config)
     journal = open_journal(config)
     progress = Progress(journal)
-    summary = run_guarded(lambda: _run(config, progress, journal))
+    summary = run_guarded(lambda: _run(config, progress, journal, stream_samples))
     print_summary(summary, progress, journal)
     end = exit_line(summary)
     if end is not None:

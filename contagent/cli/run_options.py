@@ -190,6 +190,14 @@ RunId = Annotated[
     str | None,
     typer.Option(help="Name of this run (labels on its containers); default: time + random."),
 ]
+StreamSamples = Annotated[
+    Path | None,
+    typer.Option(
+        help="Append each finished group (an experiment's --repeat rollouts with one agent) "
+        "as one JSON line naming its samples' Parquet shard under --log-dir/stream/ to this "
+        "file or named pipe; a pipe with no reader holds the run back (docs/engine.md).",
+    ),
+]
 
 # -- Accepted from the seed pipeline's command lines, not needed ---------------------------
 

@@ -84,6 +84,8 @@ class ExportOptions:
 
 @dataclass
 class _Done:
+    """One rollout as the export writes it: its row and its records per format."""
+
     row_json: bytes
     row: dict[str, Any]  # without steps (kept small across processes)
     batches: dict[str, pa.RecordBatch]  # the rollout's rows per format, converted in the worker
@@ -107,6 +109,13 @@ def _without_cyclic_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def export_rollout(paths: RolloutPaths, options: ExportOptions, group: GroupFacts | None) -> _Done:
+    """One rollout's row and format records, by the rules and code of :func:`export`;
+    ``group``: its group and advantage (:func:`group_table_of` over the group's rollouts).
+    A rollout engine derives each finished rollout's samples here."""
+    return _export_one((paths, options, group))
 
 
 def _export_one(args: tuple[RolloutPaths, ExportOptions, GroupFacts | None]) -> _Done:

@@ -33,7 +33,7 @@ class ExchangeHost(Protocol):
     #: the proxy is stopping: a cut exchange is the proxy's fault, not the client's
     stopping: bool
 
-    def finish(self, record: dict[str, Any]) -> bool:
+    def finish(self, record: dict[str, Any], ended_version: int | None = None) -> bool:
         """Append the outcome record; False (and logged) when it could not be written."""
         ...
 
@@ -59,7 +59,7 @@ class Exchange:
     """
 
     __slots__ = (
-        "body", "conn", "done", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
+        "body", "conn", "done", "ended_version", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
         "recorded", "rollout_id", "sent_status", "started", "status", "stream", "tokens",
         "upstream",
     )  # fmt: skip
@@ -91,6 +91,8 @@ class Exchange:
         self.gone = False
         self.done = False
         self.recorded = False
+        #: the policy version when it stopped needing upstream (a rollout engine's proxy)
+        self.ended_version: int | None = None
 
     def _record(self, outcome: str, error: str | None = None, **fields: Any) -> None:
         if self.done:
@@ -101,7 +103,8 @@ class Exchange:
                 index=self.index, rollout_id=self.rollout_id, outcome=outcome, status=self.status,
                 client_status=self.sent_status, started=self.started, first_byte=self.first_byte,
                 ended=time.time(), error=error, **fields,
-            )
+            ),
+            self.ended_version,
         )  # fmt: skip
 
     # -- from the upstream connection ------------------------------------------------

@@ -40,12 +40,13 @@ from contagent.proxy.http1 import (
 )
 from contagent.proxy.identify import TokenPlan, plan_tokens
 from contagent.proxy.late_plan import LatePlan
+from contagent.proxy.policy_gate import PolicyGate
 from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.request import Request
 from contagent.proxy.sampling_options import SamplingPolicy
 from contagent.proxy.upstream import tls_context
-from contagent.rawlog.records import SAFE_HEADERS, request_record
+from contagent.rawlog.records import SAFE_HEADERS, request_record, with_policy_version
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class ProxyOptions:
     server: dict[str, Any] | None = None
     sampling: SamplingPolicy | None = None
     chat_template: str | None = None
+    policy: PolicyGate | None = None
 
 
 class RecordingProxy:
@@ -119,6 +121,10 @@ class RecordingProxy:
     ``--sampling-defaults``, the server's defaults) sets and records each generation
     request's sampling (:mod:`contagent.proxy.sampling_options`); ``chat_template`` is sent with
     every chat request that carries none (:mod:`contagent.proxy.changes`).
+
+    ``policy`` (a rollout engine's :class:`~contagent.proxy.policy_gate.PolicyGate`, shared
+    by its proxies) stamps each record with the policy version and holds new requests
+    while the engine is paused.
     """
 
     def __init__(
@@ -168,6 +174,7 @@ class RecordingProxy:
         self.server = opts.server
         #: ``--tokens auto`` still to decide, at the first contact (:mod:`.late_plan`)
         self.late: LatePlan | None = None
+        self.policy = opts.policy
         self.counts: Counter[str] = Counter()
         #: every record that could not be written (a full disk, say): the log is incomplete
         self.record_errors: list[str] = []
@@ -299,6 +306,9 @@ class RecordingProxy:
 
     def over(self, ex: Exchange) -> None:
         """``ex`` needs nothing more from upstream (it may still be writing to its client)."""
+        if ex in self._inflight and self.policy is not None:
+            ex.ended_version = self.policy.version  # before a swap can follow the count
+            self.policy.ended()
         self._inflight.discard(ex)
         if self.stopping and not self._inflight and self._drained is not None:
             self._drained.set()
@@ -327,10 +337,31 @@ class RecordingProxy:
             except ContagentError as exc:
                 conn.respond_error(400, str(exc), "invalid_request_error")
                 return
+        path = b"/" + tail
         if self.late is not None and not self.late.decided:
-            self.late.hold(lambda: self._exchange(conn, req, rollout_id, b"/" + tail))
+            self.late.hold(lambda: self._admit(conn, req, rollout_id, path))
             return
-        self._exchange(conn, req, rollout_id, b"/" + tail)
+        self._admit(conn, req, rollout_id, path)
+
+    def _admit(self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes) -> None:
+        """Forward now, or hold while the policy gate is paused."""
+        if self.policy is not None and not self.policy.admit(
+            lambda: self._after_hold(conn, req, rollout_id, raw)
+        ):
+            return  # held: the pause's end sends it on
+        self._exchange(conn, req, rollout_id, raw)
+
+    def _after_hold(
+        self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes
+    ) -> None:
+        """A request held by a pause goes upstream, unless its client left meanwhile."""
+        if conn.closed or self.stopping:
+            assert self.policy is not None
+            self.policy.ended()
+            if not conn.closed:
+                conn.respond_error(503, "the proxy is stopping", "proxy_error")
+            return
+        self._exchange(conn, req, rollout_id, raw)
 
     def _exchange(self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes) -> None:
         if conn.closed:  # gone while its request waited for the late --tokens decision
@@ -361,17 +392,19 @@ class RecordingProxy:
         index = -1
         try:
             index = recorder.next_index(rollout_id)
-            recorder.append(
-                rollout_id,
-                request_record(
-                    index=index, rollout_id=rollout_id, time=received, method=req.method,
-                    path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
-                    body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
-                    stream=stream, upstream_changes=changed.changes, server=self.server,
-                    sampling=changed.sampling,
-                ),
+            record = request_record(
+                index=index, rollout_id=rollout_id, time=received, method=req.method,
+                path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
+                body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
+                stream=stream, upstream_changes=changed.changes, server=self.server,
+                sampling=changed.sampling,
             )  # fmt: skip
+            if self.policy is not None:
+                with_policy_version(record, self.policy.version)
+            recorder.append(rollout_id, record)
         except RecordError as exc:
+            if self.policy is not None:
+                self.policy.ended()
             if index >= 0:
                 recorder.release(rollout_id, index)
             log.error("%s", exc)
@@ -389,9 +422,13 @@ class RecordingProxy:
         # iteration (0.25-0.5 ms more to a stream's first chunk); the copy costs ~1 us.
         pool.send(ex, head + forward_body)
 
-    def finish(self, record: dict[str, Any]) -> bool:
-        """Append an outcome record; False (and logged) when it could not be written."""
+    def finish(self, record: dict[str, Any], ended_version: int | None = None) -> bool:
+        """Append an outcome record; False (and logged) when it could not be written.
+        ``ended_version``: the policy version when the exchange left upstream, if it has."""
         self.counts[record["outcome"]] += 1
+        if self.policy is not None:
+            version = self.policy.version if ended_version is None else ended_version
+            with_policy_version(record, version)
         try:
             self.recorder.append(record["rollout_id"], record)
         except RecordError as exc:

@@ -17,6 +17,7 @@ the headers in :data:`SAFE_HEADERS` are recorded, so ``Authorization``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,8 +27,12 @@ from contagent.model_schema import dict_builder
 from contagent.versions import version_field
 
 #: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
-#: ``server``, 3 the server's ``logprobs_mode`` and the request's ``sampling``.
-SCHEMA_VERSION = 3
+#: ``server``, 3 the server's ``logprobs_mode`` and the request's ``sampling``, 4
+#: ``policy_version``. A record is written at the lowest version that holds its fields
+#: (:func:`with_policy_version`), so a log recorded without versions reads as it always did.
+SCHEMA_VERSION = 4
+#: The version of a record that carries no field added after it.
+_BASE_VERSION = 3
 
 LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
 LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
@@ -193,6 +198,12 @@ class RequestRecord(_Record):
         description="The effective sampling parameters of a generation request (chat "
         "completions, completions, responses, messages); null on other routes.",
     )
+    policy_version: int | None = Field(
+        None,
+        ge=0,
+        description="The policy version current when the request went upstream (a rollout "
+        "engine's proxy only; absent otherwise).",
+    )
 
 
 #: finish reasons that mean the model ended its turn on its own.
@@ -275,11 +286,40 @@ class OutcomeRecord(_Record):
         description="Token ids and logprobs the server reported, counts as reported (the "
         "exporter judges them); null or absent when the proxy did not record token data.",
     )
+    policy_version: int | None = Field(
+        None,
+        ge=0,
+        description="The policy version current when the exchange ended (a rollout engine's "
+        "proxy only; absent otherwise).",
+    )
 
 
 # Records as plain dicts, for the proxy's hot path and the test helpers alike: keywords in,
 # the model's fields out in its order, read from the model once, at import (a test
 # validates them against the models).
 
-request_record = dict_builder(RequestRecord)
-outcome_record = dict_builder(OutcomeRecord)
+
+def _without_policy(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """``build``, its records written at the version before ``policy_version`` and without
+    that field: :func:`with_policy_version` adds both where a version is known."""
+
+    def unversioned(**fields: Any) -> dict[str, Any]:
+        record = build(**fields)
+        del record["policy_version"]
+        record["schema_version"] = _BASE_VERSION
+        return record
+
+    unversioned.__doc__ = build.__doc__
+    return unversioned
+
+
+request_record = _without_policy(dict_builder(RequestRecord))
+outcome_record = _without_policy(dict_builder(OutcomeRecord))
+
+
+def with_policy_version(record: dict[str, Any], version: int) -> dict[str, Any]:
+    """``record`` (either kind) stamped with a policy version, at the log version that
+    added the field."""
+    record["schema_version"] = SCHEMA_VERSION
+    record["policy_version"] = version
+    return record

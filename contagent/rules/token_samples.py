@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from contagent.chat import route_ends_with, tool_calls
 from contagent.rules.history import Problem
+from contagent.rules.policy_versions import StepVersions, step_versions, token_versions
 from contagent.rules.rl import model_kinds
 from contagent.rules.sampling import (
     GREEDY_BELOW,
@@ -67,6 +68,8 @@ class StepTokens:
     """The temperature the step was sampled at."""
     constrained: tuple[tuple[int, int], ...] = ()
     """Ranges ``[a, b)`` of the sampled tokens (0-based within them) a grammar constrained."""
+    versions: StepVersions = (None, None)
+    """The policy versions when its request went upstream and when it ended, if recorded."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,9 @@ def step_tokens(
     if not isinstance(found[0], list):
         return found
     prompt, sampled, logprobs = found
+    versions = step_versions(request, outcome, where)
+    if isinstance(versions[0], str):
+        return versions
     sampling = sampling or step_sampling(request)
     kind = constraint(request.get("body"), sampling)
     calls = bool(tool_calls(step["response"])) if isinstance(step.get("response"), dict) else True
@@ -181,6 +187,7 @@ def step_tokens(
         logprobs=logprobs,
         temperature=sampling.temperature if sampling.temperature is not None else _NAN,
         constrained=constrained_ranges(kind, texts, len(sampled), calls),
+        versions=versions,
     )
 
 
@@ -321,6 +328,10 @@ class SampleTokens:
     temperatures: list[float]
     constrained: list[bool]
     advantages: list[float]
+    policy_versions: list[int] | None = None
+    """Per token, the policy version of the step that added it; None when not recorded."""
+    policy_spans: bool | None = None
+    """A step of the sample ended under a newer version than it started with."""
 
 
 def sample_tokens(
@@ -333,7 +344,8 @@ def sample_tokens(
     ``mask`` is true on the sampled tokens of the sample's own steps, less the constrained
     ones unless ``train_constrained``; ``advantages`` is ``advantage`` where ``mask`` is
     true, 0 elsewhere. Each step's temperature covers the tokens it added (the new prompt
-    tokens and its sampled ones). Floats are rounded to float32 as stored.
+    tokens and its sampled ones). Each step's policy version covers the
+    tokens it added too (:mod:`contagent.rules.policy_versions`). Floats are rounded to float32 as stored.
     """
     last = sample.steps[-1]
     token_ids = last.prompt + last.sampled
@@ -342,6 +354,7 @@ def sample_tokens(
     logprobs = array("f", bytes(4 * n))
     temperatures = array("f", [_NAN]) * n
     marks = [False] * n
+    spans: list[tuple[int, int, StepVersions]] = []
     start = 0
     for step in sample.steps:
         a = len(step.prompt)
@@ -352,13 +365,22 @@ def sample_tokens(
         if step.branch == sample.branch:
             mask[a:b] = [True] * (b - a)
             logprobs[a:b] = array("f", step.logprobs)
+        spans.append((start, b, step.versions))
         start = b
     if not train_constrained:
         mask = [m and not c for m, c in zip(mask, marks, strict=True)]
+    versions, spanning = token_versions(spans, n)
     value = array("f", [advantage])[0]
     advantages = [value if m else 0.0 for m in mask]
     return SampleTokens(
-        token_ids, mask, logprobs.tolist(), temperatures.tolist(), marks, advantages
+        token_ids,
+        mask,
+        logprobs.tolist(),
+        temperatures.tolist(),
+        marks,
+        advantages,
+        versions,
+        spanning,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
 from contagent.proxy.identify import TOKENS_MODES
+from contagent.proxy.policy_gate import PolicyGate
 from contagent.proxy.sampling_options import SamplingPolicy
 from contagent.proxy.upstream import tls_context
 from contagent.runner.stopping.leftovers import Driver
@@ -101,6 +102,9 @@ class RunConfig:
     sampling: SamplingPolicy = field(default_factory=SamplingPolicy)
     #: ``--chat-template``: the template text sent with every chat request
     chat_template: str | None = None
+    #: a rollout engine's policy versions and pause, shared by every rollout's proxy (the
+    #: local executor only: a gate lives in this process)
+    policy: PolicyGate | None = field(default=None, compare=False, repr=False)
 
     def image_for(self, agent: str) -> str:
         """The image ``agent`` runs in: the one ``--image`` names for it, else its own."""
@@ -129,6 +133,11 @@ class RunConfig:
             raise ContagentError(f"--tokens {self.tokens!r}: use one of {', '.join(TOKENS_MODES)}")
         if not self.agents:
             raise ContagentError("--agent: at least one agent is needed")
+        if self.policy is not None and self.ray_address is not None:
+            raise ContagentError(
+                "policy versions and pauses need the local executor: its proxies share "
+                "this process's gate (leave out the Ray address)"
+            )
         if len(set(self.agents)) != len(self.agents):
             raise ContagentError("--agent: each agent may be given once")
         for agent in (*self.agents, *self.images):

@@ -43,7 +43,7 @@ def _read_result(path: Path) -> RolloutResult | None:
         return None
 
 
-def _prepare(
+def prepare_rollouts(
     paths: RunPaths, plans: list[RolloutPlan], resume: bool
 ) -> tuple[list[RolloutPlan], list[RolloutResult]]:
     """Which rollouts still need running; with --resume, unfinished attempts are moved aside."""
@@ -113,7 +113,7 @@ def run_experiments(
     summary, plans = _plan(config, emit)
     paths = RunPaths(Path(config.log_dir))
     paths.root.mkdir(parents=True, exist_ok=True)
-    todo, done = _prepare(paths, plans, config.resume)
+    todo, done = prepare_rollouts(paths, plans, config.resume)
     summary.resumed = done
     executor: RolloutExecutor | None = None
     if todo:

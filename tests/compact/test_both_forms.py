@@ -21,7 +21,7 @@ from contagent.rawlog.result import RolloutResult
 from contagent.rawlog.stream import read_log_bytes
 from contagent.runner.executors.transfer import land, pack
 from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
-from contagent.runner.run import _prepare
+from contagent.runner.run import prepare_rollouts
 from contagent.runner.stopping.failfast import server_failure
 from contagent.runner.tasks.experiment import load_experiment
 from contagent.validate.check import validate
@@ -122,7 +122,7 @@ def test_resume_and_the_ray_transfer_take_the_compacted_form(tmp_path: Path) -> 
     land(driver, "e", pack(node, "e", "n1"))
     assert read_log_bytes(driver.rollout("e").raw_log) == plain
     assert driver.rollout("e").raw_log.name == "exchanges.jsonl.zst"
-    todo, done = _prepare(driver, [RolloutPlan(exp, 0)], resume=True)
+    todo, done = prepare_rollouts(driver, [RolloutPlan(exp, 0)], resume=True)
     assert todo == [] and [r.rollout_id for r in done] == ["e"]
 
 

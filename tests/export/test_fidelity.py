@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import orjson
@@ -170,12 +171,10 @@ def test_newer_schema_versions_are_refused(samples: Path, tmp_path: Path) -> Non
     good = log.read_bytes()
     first, rest = good.split(b"\n", 1)
     newer = SCHEMA_VERSION + 1
-    assert first.count(b'"schema_version":%d' % SCHEMA_VERSION) == 1
-    log.write_bytes(
-        first.replace(b'"schema_version":%d' % SCHEMA_VERSION, b'"schema_version":%d' % newer)
-        + b"\n"
-        + rest
-    )
+    # a record carries the lowest version that holds its fields (records.with_policy_version)
+    stamped, count = re.subn(rb'"schema_version":\d+', b'"schema_version":%d' % newer, first)
+    assert count == 1
+    log.write_bytes(stamped + b"\n" + rest)
     proc = cli("export", str(samples / "clean_pass"), "--out", str(tmp_path / "o1"))
     assert proc.returncode == 2 and f"schema_version {newer} is newer" in proc.stderr
     log.write_bytes(good)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,10 +87,12 @@ def test_bumping_the_raw_log_version_keeps_older_logs_readable(
     monkeypatch.setattr(rawlog, "SCHEMA_VERSION", records.SCHEMA_VERSION + 1)
     raw = rawlog.read_exchanges(paths.exchanges)
     assert raw.indices and not raw.problems
-    data = paths.exchanges.read_bytes().replace(
-        f'"schema_version":{records.SCHEMA_VERSION}'.encode(),
+    # a record carries the lowest version that holds its fields (records.with_policy_version)
+    data = re.sub(
+        rb'"schema_version":\d+',
         f'"schema_version":{records.SCHEMA_VERSION + 2}'.encode(),
-        1,
+        paths.exchanges.read_bytes(),
+        count=1,
     )
     with pytest.raises(NewerVersionError, match=":1: schema_version"):
         rawlog.parse_exchanges(paths.exchanges, data)

@@ -7,8 +7,17 @@ from pathlib import Path
 
 import jsonschema
 import orjson
+import pytest
+from pydantic import ValidationError
 
-from contagent.rawlog.records import OutcomeRecord, RequestRecord, outcome_record, request_record
+from contagent.rawlog.records import (
+    SCHEMA_VERSION,
+    OutcomeRecord,
+    RequestRecord,
+    outcome_record,
+    request_record,
+    with_policy_version,
+)
 from contagent.testing.llm_stub import Error, Reply, ToolCall
 from tests.proxy.helpers import client, json_stream_error
 
@@ -22,10 +31,17 @@ def test_builders_have_exactly_the_model_fields():
     )  # fmt: skip
     out = outcome_record(index=0, rollout_id="r", outcome="completed", status=200, client_status=200,
                          started=1.0, first_byte=1.0, ended=1.0)  # fmt: skip
-    assert list(req) == list(RequestRecord.model_fields)
-    assert list(out) == list(OutcomeRecord.model_fields)
-    assert RequestRecord.model_validate(req).model_dump() == req
-    assert OutcomeRecord.model_validate(out).model_dump() == out
+    # policy_version is added by with_policy_version (a rollout engine's proxy) only
+    assert [*req, "policy_version"] == list(RequestRecord.model_fields)
+    assert [*out, "policy_version"] == list(OutcomeRecord.model_fields)
+    assert RequestRecord.model_validate(req).model_dump(exclude={"policy_version"}) == req
+    assert OutcomeRecord.model_validate(out).model_dump(exclude={"policy_version"}) == out
+    for model, record in ((RequestRecord, req), (OutcomeRecord, out)):
+        stamped = with_policy_version(dict(record), 4)
+        assert stamped["schema_version"] == SCHEMA_VERSION and stamped["policy_version"] == 4
+        assert model.model_validate(stamped).model_dump() == stamped
+        with pytest.raises(ValidationError):
+            model.model_validate({**stamped, "policy_version": -1})
 
 
 def test_recorded_lines_validate_against_the_json_schemas(stub_factory, proxy_factory, tmp_path):
@@ -64,5 +80,5 @@ def test_builders_fill_defaults_fresh_each_time():
     first = outcome_record(index=0, rollout_id="r", outcome="completed", started=1.0, ended=1.0)
     second = outcome_record(index=1, rollout_id="r", outcome="completed", started=1.0, ended=1.0)
     assert first["finish_reasons"] == [] and first["finish_reasons"] is not second["finish_reasons"]
-    assert first["schema_version"] == OutcomeRecord.model_fields["schema_version"].default
+    assert first["schema_version"] == SCHEMA_VERSION - 1  # no policy_version: the version before it
     assert first["type"] == "outcome" and first["status"] is None

@@ -138,7 +138,7 @@ class FakeHost:
         self.records: list[dict[str, Any]] = []
         self.over_calls = 0
 
-    def finish(self, record: dict[str, Any]) -> bool:
+    def finish(self, record: dict[str, Any], ended_version: int | None = None) -> bool:
         self.records.append(record)
         return True
 

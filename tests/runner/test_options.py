@@ -14,7 +14,7 @@ from contagent.rawlog.records import outcome_record, request_record
 from contagent.rawlog.result import RolloutResult
 from contagent.runner.config import LlmOptions, RunConfig, rollout_name, upstream_base
 from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
-from contagent.runner.run import _prepare
+from contagent.runner.run import prepare_rollouts
 from contagent.runner.tasks.experiment import load_experiment
 from contagent.runner.tasks.seed_rollout import _verdict
 from contagent.versions import NewerVersionError
@@ -184,7 +184,7 @@ def test_rollout_ids_that_would_collide_are_refused(tmp_path: Path) -> None:
     a_r1 = load_experiment(write_experiment(tmp_path / "exps", "a_r1", {"task": "t"}), None)
     plans = [RolloutPlan(a, 0), RolloutPlan(a, 1), RolloutPlan(a_r1, 0)]
     with pytest.raises(ContagentError, match="'a_r1' would name two rollouts"):
-        _prepare(RunPaths(tmp_path / "logs"), plans, resume=False)
+        prepare_rollouts(RunPaths(tmp_path / "logs"), plans, resume=False)
     assert not (tmp_path / "logs").exists()  # refused before anything was made
 
 
@@ -200,8 +200,8 @@ def test_existing_rollouts_need_resume_and_resume_skips_finished(tmp_path: Path)
     unfinished.exchanges.write_text("{}\n")
     unfinished.result.write_text(json.dumps({"rollout_id": "e_r1", "status": "infra_error"}))
     with pytest.raises(ContagentError, match="pass --resume"):
-        _prepare(paths, plans, resume=False)
-    todo, finished = _prepare(paths, plans, resume=True)
+        prepare_rollouts(paths, plans, resume=False)
+    todo, finished = prepare_rollouts(paths, plans, resume=True)
     assert [p.name for p in todo] == ["e_r1"]
     assert [r.rollout_id for r in finished] == ["e"]
     assert not unfinished.root.exists()
@@ -217,7 +217,7 @@ def test_resume_refuses_a_newer_result_instead_of_running_it_again(tmp_path: Pat
     newer.exchanges.write_text("{}\n")
     newer.result.write_text(json.dumps({"schema_version": 99, "rollout_id": "e", "status": "x"}))
     with pytest.raises(NewerVersionError) as caught:
-        _prepare(paths, [RolloutPlan(exp, 0)], resume=True)
+        prepare_rollouts(paths, [RolloutPlan(exp, 0)], resume=True)
     assert str(caught.value).splitlines() == [str(caught.value)]
     assert "schema_version 99 is newer" in str(caught.value)
     assert newer.result.exists() and not paths.superseded_dir.exists()  # nothing moved aside
@@ -229,7 +229,7 @@ def test_resume_runs_again_a_result_it_cannot_read(tmp_path: Path) -> None:
     torn = paths.rollout("e")
     torn.root.mkdir(parents=True)
     torn.result.write_text('{"rollout_id": "e", "status": "pass')
-    todo, finished = _prepare(paths, [RolloutPlan(exp, 0)], resume=True)
+    todo, finished = prepare_rollouts(paths, [RolloutPlan(exp, 0)], resume=True)
     assert [p.name for p in todo] == ["e"] and finished == []
 
 

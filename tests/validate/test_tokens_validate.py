@@ -150,6 +150,16 @@ def _wrong_reward(records: list[dict[str, Any]]) -> None:
     _forked(records)["reward"] = 0.5
 
 
+def _claim_versions(records: list[dict[str, Any]]) -> None:
+    """Versions on a sample whose raw log records none."""
+    rec = _forked(records)
+    rec["policy_versions"] = [0] * len(rec["token_ids"])
+
+
+def _claim_a_span(records: list[dict[str, Any]]) -> None:
+    _forked(records)["policy_spans"] = True
+
+
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
@@ -178,6 +188,8 @@ def _wrong_reward(records: list[dict[str, Any]]) -> None:
         (_merge_samples, "token_ids differs"),
         (_foreign_rollout, "not selected"),
         (_wrong_reward, "reward differs"),
+        (_claim_versions, "policy_versions differs"),
+        (_claim_a_span, "policy_spans differs"),
     ],
 )
 def test_a_changed_record_is_caught(

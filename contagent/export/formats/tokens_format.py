@@ -48,6 +48,8 @@ TOKENS_SCHEMA = pa.schema(
         pa.field("num_steps", pa.int32(), nullable=False),
         pa.field("num_tokens", pa.int32(), nullable=False),
         pa.field("num_sampled", pa.int32(), nullable=False),
+        pa.field("policy_versions", pa.list_(pa.int32())),
+        pa.field("policy_spans", pa.bool_()),
     ],
     metadata=schema_metadata("tokens"),
 )
@@ -90,6 +92,11 @@ COLUMN_DOCS: dict[str, str] = {
     "num_steps": "Steps (LLM calls) whose sampled tokens this sample holds as its own.",
     "num_tokens": "Length of token_ids.",
     "num_sampled": "Tokens with mask true.",
+    "policy_versions": "Per token, the policy version its step was sampled under: the one "
+    "current when the step's request went upstream (the older one when the step spans a "
+    "weight update). Null when the log was recorded without versions (not by a rollout engine).",
+    "policy_spans": "A step of the sample ended under a newer policy version than it started "
+    "with (its tokens count as the older). Null without versions.",
 }
 
 USAGE = """\
@@ -160,6 +167,8 @@ def sample_record(
         "num_steps": len(sample.own),
         "num_tokens": len(tokens.token_ids),
         "num_sampled": sum(tokens.mask),
+        "policy_versions": tokens.policy_versions,
+        "policy_spans": tokens.policy_spans,
     }
 
 

@@ -209,6 +209,7 @@ def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any)
         server=plan.server,
         sampling=cfg.sampling.learnt(plan.server, plan.sampling_server),
         chat_template=cfg.chat_template,
+        policy=cfg.policy,
     )
     return start_proxy_in_thread(cfg.upstream_url, ctx.paths.rollouts_dir, options)
 
