@@ -36,8 +36,12 @@ def test_second_signal_says_what_is_left_and_exits(monkeypatch: pytest.MonkeyPat
     )
     said: list[str] = []
     exits: list[int] = []
-    # a SIGHUP ignored on entry stays ignored (under nohup, say): this test needs it handled
-    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    # a signal ignored on entry stays ignored (SIGHUP under nohup, SIGINT in a shell's
+    # background job): this test needs both handled
+    previous = {
+        signal.SIGHUP: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
     try:
         with signals.stop_on_signals("r2", said.append, exits.append):
             with pytest.raises(signals.Stopped):
@@ -46,7 +50,8 @@ def test_second_signal_says_what_is_left_and_exits(monkeypatch: pytest.MonkeyPat
             signal.raise_signal(signal.SIGINT)
             _until(lambda: bool(exits))
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     assert exits == [130]
     assert said == [
         "contagent: error: second SIGINT during clean-up: stopped cleaning up; left in Docker: "
