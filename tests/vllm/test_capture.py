@@ -74,7 +74,9 @@ def test_recorded_tokens_are_what_vllm_sampled(name, rollouts, record_dir, vllm)
     pairs = _log(record_dir, name)
     assert len(pairs) == len(chat.turns)
     for (req, out), turn in zip(pairs, chat.turns, strict=True):
-        assert req["server"] == {"name": "vllm", "version": "0.32.0"}
+        server = req["server"]
+        assert (server["name"], server["version"]) == ("vllm", "0.32.0")
+        assert server["logprobs_mode"] == "raw_logprobs"  # the tier's server runs the default
         assert req["upstream_changes"][-3:] == [k for k, _ in ADDITIONS]
         assert req["body"] == turn.body  # the record keeps what the client sent
         _client_saw_no_token_data(turn)
