@@ -30,7 +30,6 @@ from contagent.chat import cached_tokens, usage_counts
 from contagent.errors import ContagentError
 from contagent.rawlog.records import OUTCOMES, SCHEMA_VERSION
 from contagent.rawlog.resent import ResentHistory
-from contagent.rawlog.result import RESULT_SCHEMA_VERSION
 from contagent.rawlog.stream import MAX_RAW_LOG_BYTES, LogStream, Sha256
 from contagent.versions import check_version
 
@@ -205,46 +204,3 @@ def read_exchanges(path: Path, max_bytes: int = MAX_RAW_LOG_BYTES) -> RawRollout
     """Read and parse the raw log ``path`` (either form); raise :class:`ContagentError`
     when it cannot be read, is corrupt or holds more than ``max_bytes`` plain bytes."""
     return parse_stream(LogStream(Path(path), max_bytes))
-
-
-def read_result(path: Path) -> dict[str, Any] | None:
-    """The rollout's ``result.json`` as a dict, or None when there is none."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ContagentError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ContagentError(f"{path}: malformed JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ContagentError(f"{path}: result is not a JSON object")
-    check_version(value.get("schema_version", 1), RESULT_SCHEMA_VERSION, str(path))
-    for name, types in _RESULT_TYPES.items():
-        field_value = value.get(name)
-        if field_value is not None and (
-            not isinstance(field_value, types)
-            or (isinstance(field_value, bool) and bool not in types)
-        ):
-            raise ContagentError(
-                f"{path}: {name} is {field_value!r}, not {' or '.join(t.__name__ for t in types)}"
-            )
-    return value
-
-
-#: Types of the result.json fields a results row copies (null is allowed for each).
-_RESULT_TYPES: dict[str, tuple[type, ...]] = {
-    "rollout_id": (str,),
-    "model": (str,),
-    "experiment": (str,),
-    "status": (str,),
-    "passed": (bool,),
-    "reward": (int, float),
-    "stop_condition": (str,),
-    "started": (int, float),
-    "ended": (int, float),
-    "duration_s": (int, float),
-    "reference_solution": (bool,),
-}
