@@ -39,7 +39,8 @@ class RolloutPaths:
         ├── exchanges.jsonl           raw exchange log, append-only (the proxy writes it)
         ├── exchanges.jsonl.zst       the same log once compacted (replaces exchanges.jsonl)
         ├── .exchanges.jsonl.zst.tmp  a compaction in progress (never read)
-        └── result.json               outcome of the run (the runner writes it; optional)
+        ├── result.json               outcome of the run (the runner writes it; optional)
+        └── reward.json               the reward a harness gave a rollout of the proxy alone
 
     A record directory written by ``contagent proxy`` holds one such folder
     per rollout; ``contagent run`` puts them under ``<log-dir>/rollouts/``.
@@ -82,6 +83,11 @@ class RolloutPaths:
     @property
     def result(self) -> Path:
         return self.root / "result.json"
+
+    @property
+    def reward(self) -> Path:
+        """A harness's reward for a rollout of the proxy alone (:mod:`~contagent.rawlog.reward`)."""
+        return self.root / "reward.json"
 
     @classmethod
     def for_rollout(cls, record_dir: Path, rollout_id: str) -> RolloutPaths:

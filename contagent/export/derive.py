@@ -25,6 +25,7 @@ from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import RolloutPaths
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges
 from contagent.rawlog.result import read_result as read_result_file
+from contagent.rawlog.reward import read_reward
 from contagent.rules import token_samples as token_rules
 from contagent.rules.groups import ATTEMPT_FIELDS
 
@@ -36,6 +37,22 @@ def read_result(path: Path) -> dict[str, Any] | None:
     """A rollout's ``result.json`` as the export reads it (:data:`RESULT_READ` checked), or
     None when there is none."""
     return read_result_file(path, RESULT_READ)
+
+
+def read_verdict(paths: RolloutPaths) -> dict[str, Any]:
+    """What the export knows of a rollout's outcome: its ``result.json``, and the reward a
+    harness gave a rollout the proxy recorded alone (``reward.json``: its reward and
+    ``passed`` where ``result.json`` states none, and the ``group`` it was posted with)."""
+    result = read_result(paths.result) or {}
+    posted = read_reward(paths.root)
+    if posted is None:
+        return result
+    verdict = dict(result)
+    for name in ("reward", "passed"):
+        if verdict.get(name) is None:
+            verdict[name] = getattr(posted, name)
+    verdict["group"] = posted.group
+    return verdict
 
 
 @dataclass
@@ -316,7 +333,7 @@ def build_row(
     result.json and derive its row; refuse (exit 3) a row that would lose an exchange
     (fail closed)."""
     raw = read_exchanges(paths.raw_log, max_raw_log)
-    result = read_result(paths.result) or {}
+    result = read_verdict(paths)
     derived = derive_row(raw, result, paths.rollout_id, drop_reasoning)
     own = rules.accounting_problems(derived.row, raw.indices)
     if own:

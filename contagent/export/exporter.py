@@ -20,7 +20,7 @@ from contagent import __version__
 from contagent.charts.export_charts import card_images
 from contagent.errors import ContagentError
 from contagent.export.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
-from contagent.export.derive import build_row, read_result
+from contagent.export.derive import build_row, read_verdict
 from contagent.export.document_folder import DocumentWriter
 from contagent.export.export_summary import ExportSummary, TokenGroups
 from contagent.export.formats import (
@@ -162,7 +162,7 @@ def group_table_of(rollouts: list[RolloutPaths], options: TokenOptions) -> dict[
     raw logs: the rows name the same rollouts by the same verdicts."""
     attempts = []
     for paths in rollouts:
-        verdict = read_result(paths.result) or {}
+        verdict = read_verdict(paths)
         attempts.append(attempt_of(str(paths.root), verdict, options.group_by))
     return group_table(attempts, options.advantage)
 

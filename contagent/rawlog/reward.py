@@ -17,12 +17,12 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contagent.errors import ContagentError
-from contagent.layout import safe_segment
+from contagent.layout import RolloutPaths, safe_segment
 from contagent.versions import check_version, version_field
 
 #: ``reward.json``'s version
 REWARD_SCHEMA_VERSION = 1
-REWARD_FILE = "reward.json"
+REWARD_FILE = RolloutPaths(Path()).reward.name
 #: the longest group name taken
 MAX_GROUP_CHARS = 256
 

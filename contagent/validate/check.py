@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contagent import rules
 from contagent.core.rows import read_results
 from contagent.errors import ContagentError
-from contagent.export.derive import read_result, rollout_data
+from contagent.export.derive import read_verdict, rollout_data
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.layout import ExportPaths, RolloutPaths
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES, RawRollout, read_exchanges
@@ -139,9 +139,9 @@ def _check_row(
     if isinstance(options, dict) and options.get("drop_reasoning") != row["drop_reasoning"]:
         violate(f"drop_reasoning is {row['drop_reasoning']}, the export used the other setting")
     try:
-        result = read_result(raw.path.parent / "result.json") or {}
+        result = read_verdict(RolloutPaths(raw.path.parent))
     except ContagentError as exc:
-        violate(f"result.json unusable: {exc}")
+        violate(f"result.json or reward.json unusable: {exc}")
         return None
     problems = derived_problems(row, raw, result, raw.path.parent.name)
     try:

@@ -9,7 +9,9 @@ from typing import Any, get_args
 import pyarrow.parquet as pq
 import pytest
 
+from contagent.errors import ContagentError
 from contagent.export.exporter import ExportOptions, export
+from contagent.rawlog import reward as reward_file
 from contagent.rules import groups, rl
 from contagent.rules import sampling as sampling_rules
 from contagent.rules.messages import NotReadyKind
@@ -120,6 +122,50 @@ def test_a_rollout_without_a_reward_gives_no_samples(tmp_path: Path) -> None:
     _, records, summary = _export(runs, tmp_path / "out")
     assert not _by(records, "b") and _by(records, "a")
     assert summary.left_out["tokens"] == {"no_reward": 1}
+
+
+def _proxy_only(root: Path, rid: str, reward: float | None, group: str | None) -> None:
+    """A rollout the proxy recorded alone: no result.json; a harness posted its reward."""
+    b = TokenRolloutBuilder(rid, TASK)
+    _solve(b)
+    paths = b.write(root)
+    if reward is not None:
+        post = reward_file.RewardPost(rollout_id=rid, reward=reward, group=group)
+        reward_file.write_reward(paths.root, post)
+
+
+def test_a_posted_reward_and_its_group_give_the_advantages(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for rid, value in (("p1", 1.0), ("p2", 0.0), ("p3", 0.5)):
+        _proxy_only(runs, rid, value, "fix-the-bug")
+    _proxy_only(runs, "q", 1.0, "another-task")
+    _proxy_only(runs, "unrewarded", None, None)
+    rows, records, summary = _export(runs, tmp_path / "out")
+    for rid, want in (("p1", 0.5), ("p2", -0.5), ("p3", 0.0), ("q", 0.0)):
+        (rec,) = _by(records, rid)
+        assert rec["advantage"] == want and any(rec["mask"])
+    assert rows["p1"]["reward"] == 1.0 and rows["unrewarded"]["reward"] is None
+    assert {r["group_id"] for r in records} == {'["fix-the-bug"]', '["another-task"]'}
+    assert not _by(records, "unrewarded")
+    assert summary.left_out["tokens"] == {"no_reward": 1}
+    assert summary.token_groups is not None
+    assert (summary.token_groups.groups, summary.token_groups.singletons) == (2, 1)
+
+
+def test_a_result_json_reward_is_not_replaced_by_a_posted_one(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _write(runs, "a", _reward(1.0))
+    reward_file.write_reward(runs / "a", reward_file.RewardPost(rollout_id="a", reward=0.0))
+    rows, _, _ = _export(runs, tmp_path / "out")
+    assert rows["a"]["reward"] == 1.0
+
+
+def test_a_malformed_reward_json_is_a_one_line_error(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _proxy_only(runs, "p", 1.0, None)
+    (runs / "p" / "reward.json").write_text('{"schema_version": 1, "reward": "high"}')
+    with pytest.raises(ContagentError, match=r"reward\.json: .*"):
+        export([runs], tmp_path / "out", ExportOptions(formats=("tokens",), filter="all"))
 
 
 def test_an_unknown_temperature_gives_no_samples_with_a_hint(tmp_path: Path) -> None:
