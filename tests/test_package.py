@@ -39,6 +39,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "charts.png",
             "responses",
             "messages_api",
+            "translate",
             "model_schema",
             "versions",
             "errors",
