@@ -299,8 +299,8 @@ def to_chat_request(
         "max_tokens": body["max_tokens"],
         "max_completion_tokens": body["max_tokens"],
     }
-    if body.get("stop_sequences") is not None:
-        out["stop"] = body["stop_sequences"]
+    # vLLM passes a missing stop_sequences on as null, not as the chat default []
+    out["stop"] = body.get("stop_sequences")
     out.update((k, body[k]) for k in PASSED_FIELDS if body.get(k) is not None)
     if body.get("stream"):
         out["stream"] = True

@@ -102,6 +102,7 @@ def test_claude_code_request_keeps_the_inline_system_message_in_place() -> None:
         "model": "tiny",
         "max_tokens": 32000,
         "max_completion_tokens": 32000,
+        "stop": None,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "reasoning_effort": "high",

@@ -1,0 +1,168 @@
+"""The token route against the real server: Claude Code's and Codex's conversations served
+from chat completions give the prompt vLLM's own Messages and Responses routes render, and
+the same greedy answer, body for body and event for event.
+
+A second, module-scoped server runs with ``--enable-scale-out`` for vLLM's render routes
+(``/v1/messages/render``, ``/v1/responses/render``, ``/v1/chat/completions/render``). For
+every request of the fixtures (:mod:`tests.vllm.agent_fixtures`), greedy (temperature 0,
+no prefix cache):
+
+- the prompt ids of the translated chat request equal vLLM's rendering of the original;
+- the JSON answer and the stream's events equal vLLM's own, except what vLLM draws at
+  random per answer (:data:`RANDOM`): ids, timestamps, thinking signatures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from contagent.translate import template_probe
+from contagent.translate.anthropic_events import MessagesEvents
+from contagent.translate.anthropic_reply import to_messages_response
+from contagent.translate.anthropic_request import to_chat_request as messages_to_chat
+from contagent.translate.responses_events import ResponsesEvents
+from contagent.translate.responses_reply import ReplyContext, to_responses_response
+from contagent.translate.responses_request import to_chat_request as responses_to_chat
+from tests.vllm import agent_fixtures
+from tests.vllm import server as vllm_server
+from tests.vllm.conversations import Meta
+
+pytestmark = pytest.mark.vllm
+
+#: Fields vLLM fills at random per answer, so the two routes cannot agree on them.
+RANDOM = frozenset({"id", "signature", "created_at", "item_id", "call_id"})
+#: What the proxy adds to a chat request to get token data.
+TOKEN_FIELDS = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def scaled(
+    meta: Meta, tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
+) -> Iterator[httpx.Client]:
+    base = vllm_server.serve_args
+    monkeypatch_module.setattr(
+        vllm_server, "serve_args", lambda model, port: [*base(model, port), "--enable-scale-out"]
+    )
+    srv = vllm_server.start(meta.model_dir, tmp_path_factory.mktemp("vllm-scaled") / "server.log")
+    try:
+        with httpx.Client(base_url=srv.url, timeout=300) as client:
+            yield client
+    finally:
+        srv.stop()
+
+
+def masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ("<random>" if k in RANDOM and v else masked(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
+def post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = client.post(path, json=body)
+    assert resp.status_code == 200, f"{path}: {resp.status_code} {resp.text[:500]}"
+    return dict(resp.json())
+
+
+def sse(client: httpx.Client, path: str, body: dict[str, Any]) -> list[str]:
+    """The data lines of a stream, in order (``[DONE]`` included where sent)."""
+    with client.stream("POST", path, json=body) as resp:
+        assert resp.status_code == 200, path
+        return [line[6:] for line in resp.iter_lines() if line.startswith("data: ")]
+
+
+def events(raw: list[bytes]) -> list[dict[str, Any]]:
+    out = []
+    for event in raw:
+        head, data = event.decode().split("\n", 1)
+        out.append(
+            {"event": head.removeprefix("event: "), **json.loads(data.removeprefix("data: "))}
+        )
+    return out
+
+
+def native_events(lines: list[str], head: str) -> list[dict[str, Any]]:
+    return [
+        {"event": json.loads(line)["type"], **json.loads(line)}
+        for line in lines
+        if line != "[DONE]"
+    ]
+
+
+@pytest.fixture(scope="module")
+def merge(scaled: httpx.Client) -> bool:
+    """The template decision vLLM's Messages server makes, made through the chat route."""
+    resp = scaled.post("/v1/chat/completions", json=template_probe.merge_probe("tiny"))
+    decision = template_probe.merge_decision(resp.status_code)
+    assert decision is True  # Qwen3's template refuses a system message after the first
+    return decision
+
+
+@pytest.mark.parametrize("turn", range(len(agent_fixtures.CLAUDE_CODE)))
+def test_claude_code_requests_render_and_answer_as_vllms_messages_route(
+    scaled: httpx.Client, merge: bool, turn: int
+) -> None:
+    body = {**agent_fixtures.CLAUDE_CODE[turn], "temperature": 0}
+    chat = messages_to_chat(body, merge_inline_system=merge)
+    theirs = post(scaled, "/v1/messages/render", body)["token_ids"]
+    ours = post(scaled, "/v1/chat/completions/render", chat)["token_ids"]
+    assert ours == theirs
+
+    native = post(scaled, "/v1/messages", {**body, "stream": False})
+    answer = post(
+        scaled,
+        "/v1/chat/completions",
+        {**messages_to_chat({**body, "stream": False}, merge_inline_system=merge), **TOKEN_FIELDS},
+    )
+    assert answer["prompt_token_ids"] == theirs
+    assert masked(to_messages_response(answer)) == masked(native)
+
+    native_stream = native_events(sse(scaled, "/v1/messages", body), "event")
+    writer = MessagesEvents()
+    ours_stream = [
+        e
+        for line in sse(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
+        for e in writer.feed(line if line == "[DONE]" else json.loads(line))
+    ]
+    assert masked(events(ours_stream)) == masked(native_stream)
+
+
+@pytest.mark.parametrize("turn", range(len(agent_fixtures.CODEX)))
+def test_codex_requests_render_and_answer_as_vllms_responses_route(
+    scaled: httpx.Client, turn: int
+) -> None:
+    body = {**agent_fixtures.CODEX[turn], "temperature": 0}
+    chat = responses_to_chat(body)
+    theirs = post(scaled, "/v1/responses/render", body)["token_ids"]
+    ours = post(scaled, "/v1/chat/completions/render", chat)["token_ids"]
+    assert ours == theirs
+
+    native = post(scaled, "/v1/responses", {**body, "stream": False})
+    answer = post(
+        scaled,
+        "/v1/chat/completions",
+        {**responses_to_chat({**body, "stream": False}), **TOKEN_FIELDS},
+    )
+    ctx = ReplyContext(request=body, max_model_len=2048)
+    assert masked(to_responses_response(answer, ctx)) == masked(native)
+
+    native_stream = native_events(sse(scaled, "/v1/responses", body), "type")
+    writer = ResponsesEvents(ReplyContext(request=body, max_model_len=2048))
+    ours_stream = [
+        e
+        for line in sse(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
+        for e in writer.feed(line if line == "[DONE]" else json.loads(line))
+    ]
+    assert masked(events(ours_stream)) == masked(native_stream)
