@@ -31,7 +31,7 @@ RANDOM_FIELDS = ("request_id",)
 
 def _pin_uuid() -> None:
     numbers = count()
-    uuid.uuid4 = lambda: uuid.UUID(int=next(numbers))  # type: ignore[assignment]
+    uuid.uuid4 = lambda: uuid.UUID(int=next(numbers))
 
 
 def _full(request: Any) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def _answers() -> dict[str, Any]:
     for name, answer in cases.CHAT_ANSWERS.items():
         _pin_uuid()
         parsed = ChatCompletionResponse.model_validate(answer)
-        response = AnthropicServingMessages.messages_full_converter(None, parsed)  # type: ignore[arg-type]
+        response = AnthropicServingMessages.messages_full_converter(None, parsed)
         out[name] = response.model_dump(exclude_none=True)
     return out
 
@@ -83,7 +83,7 @@ async def _events(chunks: list[Any]) -> list[str]:
         for chunk in chunks:
             yield "data: " + (chunk if isinstance(chunk, str) else json.dumps(chunk)) + "\n\n"
 
-    converter = AnthropicServingMessages.message_stream_converter(None, upstream())  # type: ignore[arg-type]
+    converter = AnthropicServingMessages.message_stream_converter(None, upstream())
     return [event async for event in converter]
 
 
