@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from contagent.chat import message_text
+from contagent.wire.chat import message_text
 from tools.rollouts import RolloutBuilder
 
 CACHE = {"type": "ephemeral"}

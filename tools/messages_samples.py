@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.testing.llm_moves import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events
+from contagent.wire.stream_fold import StreamAssembler
 from tools.messages_records import CACHE, Lines, edit, records
 from tools.rollouts import RolloutBuilder, assistant, call
 from tools.sample_base import PASSED, TASK, Expected, solve

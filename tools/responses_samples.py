@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from contagent.chat import message_text
+from contagent.wire.chat import message_text
 from tools.rollouts import RolloutBuilder, assistant, call
 from tools.sample_base import PASSED, TASK, Expected, solve
 from tools.samples import SCENARIOS

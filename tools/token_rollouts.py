@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
-from contagent.chat import message_text, tool_calls
+from contagent.wire.chat import message_text, tool_calls
 from tools.rollouts import RolloutBuilder
 
 IM_START, IM_END, THINK, END_THINK, TOOL_CALL, END_TOOL_CALL = 1, 2, 3, 4, 5, 6

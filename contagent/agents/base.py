@@ -26,6 +26,7 @@ DUMMY_KEY = "contagent-proxy"
 #: model, so its rollouts show a task is solvable and are never training data.
 SOLUTION = "solution"
 
+#: The wire API an agent speaks: the name of its adapter in :data:`contagent.wire.TABLE`, or
 #: ``none``: the agent talks to no LLM (the oracle), so a run of it alone checks no server.
 Api = Literal["chat", "responses", "messages", "none"]
 
@@ -91,8 +92,8 @@ class Agent(Protocol):
 
     @property
     def api(self) -> Api:
-        """The route it speaks: ``chat`` (/v1/chat/completions), ``responses`` (/v1/responses),
-        ``messages`` (the Anthropic Messages API, /v1/messages), or ``none`` (the oracle)."""
+        """The wire API it speaks, named by its adapter (:data:`contagent.wire.TABLE`):
+        ``chat``, ``responses`` or ``messages``; or ``none`` (the oracle)."""
         ...
 
     @property

@@ -5,7 +5,7 @@ The native binary runs unattended and offline: ``-p`` with the task on stdin,
 on stdout, which becomes ``<name>.log``), ``--dangerously-skip-permissions``
 (the container is the sandbox; as root it needs ``IS_SANDBOX=1``). Its only
 connection is the model: ``ANTHROPIC_BASE_URL`` is the rollout's proxy route
-without ``/v1`` (the client adds ``/v1/messages``), every model alias names the
+without ``/v1`` (the client adds the Messages route whole), every model alias names the
 served model, and ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` stops its
 start-up calls (a ``HEAD /api/hello`` and look-ups of the vendor's API host).
 Skills are copied to ``~/.claude/skills/<name>/``, where Claude Code loads them;

@@ -22,13 +22,13 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contagent.chat import USAGE_FIELDS
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
 from contagent.model_schema import dict_builder
 from contagent.rules import ExcludedReason, NotReadyKind
 from contagent.rules.token_samples import TokenKind
 from contagent.versions import NewerVersionError, check_version, version_field
+from contagent.wire.chat import USAGE_FIELDS
 
 #: The results row's version: the exporter writes it, every reader accepts 1 up to it.
 SCHEMA_VERSION = 3

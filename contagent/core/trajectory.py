@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from contagent.chat import message_text, tool_calls
 from contagent.rules import apply_reasoning_policy
+from contagent.wire.chat import message_text, tool_calls
 
 
 def request_messages(steps: list[dict[str, Any]]) -> dict[int, list[Any]]:

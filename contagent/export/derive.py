@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contagent import chat, rules
+from contagent import rules
 from contagent.core.rows import FROM_RESULT, RESULT_FIELDS, result_row
 from contagent.core.trajectory import branch_ids
 from contagent.errors import ContagentError
@@ -28,6 +28,7 @@ from contagent.rawlog.result import read_result as read_result_file
 from contagent.rawlog.reward import read_reward
 from contagent.rules import token_samples as token_rules
 from contagent.rules.groups import ATTEMPT_FIELDS
+from contagent.wire import chat
 
 #: The ``result.json`` fields the export reads, type-checked as it reads them.
 RESULT_READ: tuple[str, ...] = (*FROM_RESULT, "reference_solution")

@@ -3,13 +3,14 @@
 Every change is one entry of the request record's ``upstream_changes``; the recorded body is
 always the client's. A request nothing is added to goes up as the client's bytes.
 
-- ``stream_options.include_usage`` on a stream of chat completions or completions that did
-  not ask for usage;
-- ``return_token_ids``, ``logprobs``, ``top_logprobs`` on chat completions when token data
-  is recorded (:mod:`contagent.proxy.tokens`);
+- ``stream_options.include_usage`` on a stream that did not ask for usage, of an API whose
+  streams report it only when asked (:attr:`contagent.wire.WireApi.usage_on_request`);
+- ``return_token_ids``, ``logprobs``, ``top_logprobs`` when token data is recorded, on an API
+  whose server returns it (:mod:`contagent.proxy.tokens`);
 - ``sampling.<key>`` for each value ``--sampling-override`` / ``--sampling-defaults`` set
   (:mod:`contagent.proxy.sampling_options`), with the effective sampling of every generation request;
-- ``chat_template`` on chat completions with ``--chat-template``, where the client sent none.
+- ``chat_template`` with ``--chat-template`` where the client sent none, on an API that
+  takes one.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contagent import wire
 from contagent.proxy.sampling_options import SamplingPolicy, generation_route
-from contagent.proxy.tokens import TOKEN_ROUTE, TokenAsk, ask_for_tokens
-
-_USAGE_ROUTES = ("/completions",)  # ends /v1/chat/completions and /v1/completions
+from contagent.proxy.tokens import TokenAsk, ask_for_tokens
 
 
 @dataclass
@@ -53,7 +53,10 @@ def change(parsed: Any, route: str, stream: bool, rewrite: Rewrite) -> Changed:
     if not isinstance(parsed, dict):
         return out
     body: dict[str, Any] = parsed
-    if stream and route.endswith(_USAGE_ROUTES):
+    api = wire.for_route(route)
+    if api is None:
+        return out
+    if stream and api.usage_on_request:
         opts = body.get("stream_options")
         if not (isinstance(opts, dict) and opts.get("include_usage") is True):
             body = {**body, "stream_options": {**(opts if isinstance(opts, dict) else {})}}
@@ -65,13 +68,13 @@ def change(parsed: Any, route: str, stream: bool, rewrite: Rewrite) -> Changed:
         if sent is not None:
             body = sent
         out.changes.extend(changes)
-    if route.endswith(TOKEN_ROUTE):
-        if rewrite.chat_template is not None and body.get("chat_template") is None:
+    if api.chat_template and rewrite.chat_template is not None:
+        if body.get("chat_template") is None:
             body = {**body, "chat_template": rewrite.chat_template}
             out.changes.append("chat_template")
-        if rewrite.tokens:
-            body, out.ask = ask_for_tokens(body)
-            out.changes.extend(out.ask.added)
+    if api.tokens and rewrite.tokens:
+        body, out.ask = ask_for_tokens(body)
+        out.changes.extend(out.ask.added)
     if out.changes:
         out.body = body
     return out

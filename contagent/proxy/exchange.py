@@ -2,8 +2,8 @@
 
 The outcome is on disk before the client can see the end of the exchange: a
 JSON body is recorded before it is sent, a stream before the chunk that
-carries its end event (``[DONE]``, or the Messages API's ``message_stop``), or
-before the end of the body, for streams without one.
+carries its end event (its API's end marker, :meth:`contagent.wire.WireApi.is_end_event`),
+or before the end of the body, for streams without one.
 When the outcome cannot be written (a full disk), the client gets an error
 instead of that body or that end: the agent never holds an answer the log lacks.
 """

@@ -9,8 +9,8 @@ position. Temperature T divides the logits, so processed logprobs at 0.5 spread 
 between tokens twice as wide as at 1, while raw logprobs stay the same. Logits are no
 logprobs: a value above 0 means a logits mode, which is refused.
 
-**Default sampling.** Where the server offers it (vLLM's ``/v1/chat/completions/render``,
-with ``--enable-scale-out``), a request that sets no sampling parameter is rendered, and its
+**Default sampling.** Where the server offers it (vLLM's chat render route,
+:data:`contagent.wire.chat_completions.RENDER_ROUTE`, with ``--enable-scale-out``), a request that sets no sampling parameter is rendered, and its
 ``sampling_params`` are the server's defaults for what a client leaves out.
 """
 
@@ -23,6 +23,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.proxy.sampling_options import server_defaults
+from contagent.wire.chat_completions import RENDER_ROUTE, ROUTE
 
 #: the probe's fixed request: temperatures, seed, how many top logprobs
 PROBE_TEMPERATURES = (1.0, 0.5)
@@ -125,7 +126,7 @@ async def probe_logprobs_mode(
     seen: list[dict[str, float]] = []
     for temperature in PROBE_TEMPERATURES:
         status, answer = await _post(
-            session, base + "/v1/chat/completions", probe_body(model, temperature), headers, tls
+            session, base + ROUTE, probe_body(model, temperature), headers, tls
         )
         tops = first_top_logprobs(answer) if status == 200 else None
         if tops is None:
@@ -142,12 +143,12 @@ async def render_defaults(
 ) -> tuple[dict[str, Any] | None, str]:
     """(the server's default sampling, or None; the line that says where it came from)."""
     body = {"model": model, "messages": [{"role": "user", "content": PROBE_PROMPT}]}
-    status, answer = await _post(session, base + "/v1/chat/completions/render", body, headers, tls)
+    status, answer = await _post(session, base + RENDER_ROUTE, body, headers, tls)
     params = answer.get("sampling_params") if isinstance(answer, dict) else None
     found = server_defaults(params) if status == 200 else None
     if found is None:
         return None, (
-            f"server sampling defaults unknown (POST /v1/chat/completions/render answered "
+            f"server sampling defaults unknown (POST {RENDER_ROUTE} answered "
             f"{status}; vLLM serves it with --enable-scale-out)"
         )
-    return found, "server sampling defaults from POST /v1/chat/completions/render"
+    return found, f"server sampling defaults from POST {RENDER_ROUTE}"

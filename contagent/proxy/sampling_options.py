@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from contagent import wire
 from contagent.errors import ContagentError
 from contagent.rawlog.records import SAMPLING_KEYS
+from contagent.wire import WireApi
 
 #: the keys the options may set (logit_bias is only ever observed)
 SETTABLE: tuple[str, ...] = tuple(k for k in SAMPLING_KEYS if k != "logit_bias")
@@ -34,28 +36,30 @@ _RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "max_tokens": (1, None, True),
 }
 
-#: per generation route (the path's end), the body field of each key the API has
-_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "/chat/completions": {
-        **{k: (k,) for k in SAMPLING_KEYS if k != "max_tokens"},
-        "max_tokens": ("max_completion_tokens", "max_tokens"),
-    },
-    "/completions": {k: (k,) for k in SAMPLING_KEYS},
-    "/responses": {
-        **{k: (k,) for k in SAMPLING_KEYS if k != "max_tokens"},
-        "max_tokens": ("max_output_tokens",),
-    },
-    # the Messages API as vLLM reads it: no penalties, min_p, seed or logit_bias
-    "/messages": {k: (k,) for k in ("temperature", "top_p", "top_k", "max_tokens")},
-}
+
+def _fields(api: WireApi) -> dict[str, tuple[str, ...]] | None:
+    """The body field of each sampling key ``api`` has, None: the proxy leaves its sampling be."""
+    if api.sampling_fields is None:
+        return None
+    return {
+        k: api.sampling_fields.get(k, (k,))
+        for k in SAMPLING_KEYS
+        if api.sampling_keys is None or k in api.sampling_keys
+    }
+
+
+#: per API (its adapter's name), the body field of each key the API has; built on first use
+_FIELDS: dict[str, dict[str, tuple[str, ...]] | None] = {}
 
 
 def generation_route(path: str) -> str | None:
-    """The key of :data:`_FIELDS` ``path`` (without query) ends with, if any."""
-    for route in _FIELDS:
-        if path.endswith(route) and (route != "/completions" or not path.endswith("/chat" + route)):
-            return route
-    return None
+    """The API whose sampling the proxy sets and records on ``path`` (without query), if any."""
+    api = wire.for_route(path)
+    if api is None:
+        return None
+    if api.name not in _FIELDS:
+        _FIELDS[api.name] = _fields(api)
+    return api.name if _FIELDS[api.name] is not None else None
 
 
 def parse_sampling(text: str | None, option: str) -> dict[str, float | int]:
@@ -115,11 +119,13 @@ class SamplingPolicy:
         return replace(self, server=defaults, known_server=vllm)
 
     def apply(
-        self, body: dict[str, Any], route: str
+        self, body: dict[str, Any], api: str
     ) -> tuple[dict[str, Any] | None, list[str], dict[str, Any]]:
         """(the body to send instead, or None when unchanged; the ``upstream_changes`` it
-        adds; the request record's ``sampling``)."""
-        fields = _FIELDS[route]
+        adds; the request record's ``sampling``) for a request of ``api``, as
+        :func:`generation_route` named it."""
+        fields = _FIELDS[api]
+        assert fields is not None  # generation_route() gave ``api``
         changed: dict[str, Any] | None = None
         changes: list[str] = []
         record: dict[str, Any] = {}

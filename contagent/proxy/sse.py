@@ -3,7 +3,7 @@
 :class:`SSEParser` turns arbitrarily chunked bytes into ``data`` payloads (one
 string per event, multi-line data joined with ``\\n``), following the WHATWG
 event-stream rules for line endings, comments and field names, so the proxy never
-holds a whole stream before passing it on. :mod:`contagent.proxy.sse_assembler`
+holds a whole stream before passing it on. :mod:`contagent.wire.stream_fold`
 folds the payloads into the completion they make.
 """
 

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
+from contagent import wire
 from contagent.proxy.sse import SSEParser
-from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.proxy.tokens import TokenAsk, TokenCollector, relay_event
+from contagent.wire import is_end_event
+from contagent.wire.stream_fold import StreamAssembler
 
-#: what an end event holds: chat's ``data: [DONE]``, the Messages API's ``message_stop``
-_END_MARKERS = (b"[DONE]", b"message_stop")
+#: what an end event holds, in any API (built once: read for every relayed chunk)
+_END_MARKERS = wire.end_markers()
 _TAIL = max(map(len, _END_MARKERS)) - 1
-
-
-def is_end_event(payload: str) -> bool:
-    """Does this event's data end the stream (``[DONE]``, or a ``message_stop`` event)?"""
-    if payload == "[DONE]":
-        return True
-    if "message_stop" not in payload:
-        return False
-    try:
-        event = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(event, dict) and event.get("type") == "message_stop"
 
 
 class StreamState:

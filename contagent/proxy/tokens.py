@@ -1,6 +1,7 @@
 """Token capture: ask the upstream for token data, record it, and hide it from the client.
 
-With tokens on, a chat-completions request goes upstream with what vLLM needs to
+With tokens on, a request of an API whose server returns token ids (chat completions,
+:attr:`contagent.wire.WireApi.tokens`) goes upstream with what vLLM needs to
 return the prompt token ids, the sampled token ids and their logprobs
 (:data:`ADDITIONS`), each added only where the client did not set that field
 itself. The outcome record gets the token data in one shape for JSON and streamed
@@ -17,7 +18,11 @@ from typing import Any
 
 import orjson
 
-from contagent.proxy.sse_assembler import StreamAssembler
+from contagent.wire.chat_stream import DONE
+from contagent.wire.stream_fold import StreamAssembler
+
+#: the end event as the client gets it
+_DONE_EVENT = b"data: " + DONE.encode() + b"\n\n"
 
 #: (field, value) the proxy adds to a chat-completions body, in this order
 ADDITIONS: tuple[tuple[str, Any], ...] = (
@@ -25,8 +30,6 @@ ADDITIONS: tuple[tuple[str, Any], ...] = (
     ("logprobs", True),
     ("top_logprobs", 0),
 )
-#: the route token data is asked on (ends /v1/chat/completions)
-TOKEN_ROUTE = "/chat/completions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,8 @@ def relay_event(
 ) -> bytes:
     """One stream event as the client gets it, its token data collected and the event fed to
     the stream's assembler first (parsed once for all three)."""
-    if payload == "[DONE]":
-        return b"data: [DONE]\n\n"
+    if payload == DONE:
+        return _DONE_EVENT
     try:
         event = orjson.loads(payload)
     except orjson.JSONDecodeError:

@@ -25,13 +25,13 @@ from typing import Any
 
 import orjson
 
-from contagent import messages_api, responses
-from contagent.chat import cached_tokens, usage_counts
+from contagent import wire
 from contagent.errors import ContagentError
 from contagent.rawlog.records import OUTCOMES, SCHEMA_VERSION
 from contagent.rawlog.resent import ResentHistory
 from contagent.rawlog.stream import MAX_RAW_LOG_BYTES, LogStream, Sha256
 from contagent.versions import check_version
+from contagent.wire.chat import cached_tokens, usage_counts
 
 _REQUIRED_REQUEST: tuple[str, ...] = ("index", "method", "path")
 _REQUIRED_OUTCOME: tuple[str, ...] = ("index", "outcome")
@@ -129,9 +129,9 @@ def parse_stream(stream: LogStream) -> RawRollout:
         stream.digest.hexdigest()  # no thread outlives a failed read
         raise
     raw.size, raw.digest = stream.size, stream.digest
-    # Responses- and Messages-API exchanges are read in chat shape, so every chat rule applies.
-    raw.problems.extend(responses.normalise_exchanges(raw.requests, raw.outcomes))
-    raw.problems.extend(messages_api.normalise_exchanges(raw.requests, raw.outcomes))
+    # every API's exchanges are read in chat shape, so every chat rule applies
+    for api in wire.adapters():
+        raw.problems.extend(api.to_chat(raw.requests, raw.outcomes))
     _check_integrity(raw)
     return raw
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contagent.messages_api import FINISH_REASONS as MESSAGES_FINISH_REASONS
+from contagent import wire
 from contagent.model_schema import dict_builder
 from contagent.versions import version_field
 
@@ -166,7 +166,7 @@ class RequestRecord(_Record):
     type: Literal["request"] = "request"
     time: float = Field(description="Unix time (s) the proxy received the request.")
     method: str = Field(description="HTTP method, e.g. POST.")
-    path: str = Field(description="Upstream path with query, e.g. /v1/chat/completions.")
+    path: str = Field(description="Upstream path with query, as the client sent it.")
     headers: dict[str, str] = Field(
         default_factory=dict,
         description="Safe request headers only (lower-case names); never credentials.",
@@ -206,49 +206,27 @@ class RequestRecord(_Record):
     )
 
 
-#: finish reasons that mean the model ended its turn on its own.
-COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
-#: the Messages API's stop reasons of the same meaning (its chat mapping gives them the above).
-MESSAGES_COMPLETE_STOPS = frozenset(MESSAGES_FINISH_REASONS)
-
-
 def completeness(status: int | None, response: Any) -> tuple[bool, str | None]:
     """Is a response complete?  Returns ``(completed, why_not)``: an outcome record's
     ``completed`` or ``incomplete``, and the exporter's reading of it.
 
-    Complete means HTTP 200, a parseable body, a Messages-API ``stop_reason`` of
-    end_turn/tool_use/stop_sequence, a Responses-API ``status`` absent
-    or ``completed``, no ``incomplete_details``, and every chat choice's
-    ``finish_reason`` in stop/tool_calls/function_call. Echoed request settings
-    such as ``truncation: "disabled"`` are settings, not truncation.
+    Complete means HTTP 200, a parseable body, and a body its API's adapter judges
+    complete (:meth:`contagent.wire.WireApi.judge`, asked in table order): the model ended
+    its turn on its own. Echoed request settings such as ``truncation: "disabled"`` are
+    settings, not truncation. A body no adapter knows is complete only when it holds
+    ``data`` (a listing such as the models route's, which is no generation).
     """
     if status != 200:
         return False, f"http status {status}"
     if not isinstance(response, dict):
         return False, "response body is not a JSON object"
-    if response.get("type") == "message":  # the Messages API, before its chat mapping
-        stop = response.get("stop_reason")
-        if stop not in MESSAGES_COMPLETE_STOPS:
-            return False, f"stop_reason {stop!r}"
+    for api in wire.adapters():
+        verdict = api.judge(response)
+        if verdict is not None:
+            return verdict
+    if "data" in response:
         return True, None
-    resp_status = response.get("status")
-    if resp_status is not None and resp_status != "completed":
-        return False, f"response status {resp_status!r}"
-    if response.get("incomplete_details"):
-        return False, "incomplete_details present"
-    choices = response.get("choices")
-    if choices is not None:
-        if not isinstance(choices, list) or not choices:
-            return False, "no choices"
-        for choice in choices:
-            reason = choice.get("finish_reason") if isinstance(choice, dict) else None
-            if reason not in COMPLETE_FINISH_REASONS:
-                return False, f"finish_reason {reason!r}"
-    elif response.get("object") != "response" and "output" not in response:
-        if "data" in response:  # e.g. /v1/models: complete, but not a generation
-            return True, None
-        return False, "neither choices nor output in response"
-    return True, None
+    return False, "neither choices nor output in response"
 
 
 class OutcomeRecord(_Record):

@@ -2,7 +2,7 @@
 
 The exporter uses them to build rows and the validator uses them to check
 rows. Keep every rule here, so that the two can never disagree;
-:mod:`contagent.chat` only reads fields out of messages and responses. The one
+:mod:`contagent.wire.chat` only reads fields out of messages and responses. The one
 judgement the recorder shares, :func:`completeness` (an outcome's ``completed``
 or ``incomplete``), is defined beside the records and re-exported here.
 
@@ -12,7 +12,7 @@ in :mod:`.rendered_tools`; every name is
 importable from here.
 """
 
-from contagent.rawlog.records import COMPLETE_FINISH_REASONS, completeness
+from contagent.rawlog.records import completeness
 from contagent.rules.history import (
     Problem,
     Scan,
@@ -51,7 +51,6 @@ from contagent.rules.rollout_level import (
     selected_for_training,
 )
 from contagent.rules.selection import (
-    GENERATION_ROUTES,
     Decision,
     View,
     classify,
@@ -61,8 +60,6 @@ from contagent.rules.selection import (
 )
 
 __all__ = [
-    "COMPLETE_FINISH_REASONS",
-    "GENERATION_ROUTES",
     "TERMINAL_TOOLS",
     "UNRENDERABLE_TOOL",
     "Decision",

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from contagent.chat import (
+from contagent.wire.chat import (
     CallKey,
     call_arguments,
     call_key,

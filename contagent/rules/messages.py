@@ -8,18 +8,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from contagent.chat import (
-    CallKey,
-    call_name,
-    legacy_function_call,
-    message_text,
-    tool_calls,
-)
 from contagent.rules.history import (
     Problem,
     history_keys,
     message_calls,
     message_problems,
+)
+from contagent.wire.chat import (
+    CallKey,
+    call_name,
+    legacy_function_call,
+    message_text,
+    tool_calls,
 )
 
 # ---------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from contagent.chat import CallKey, response_message, route_ends_with
-from contagent.messages_api import chat_messages, is_messages_path
+from contagent import wire
 from contagent.rawlog.records import completeness
 from contagent.rules.history import Problem
 from contagent.rules.messages import carries, consumption_key, is_safe
+from contagent.wire.chat import CallKey, response_message
 
 
 @dataclass(frozen=True)
@@ -38,31 +38,25 @@ class Decision:
     duplicate_of: int | None = None
 
 
-#: Routes whose exchanges are generations: chat completions, and the Responses and Messages
-#: APIs (read in chat shape, see :mod:`contagent.responses` and :mod:`contagent.messages_api`).
-GENERATION_ROUTES = ("/chat/completions", "/responses", "/messages")
-
-
 def is_chat_route(path: Any) -> bool:
-    """The route decides whether an exchange is a generation, not the body's shape."""
-    return route_ends_with(path, GENERATION_ROUTES)
+    """The route decides whether an exchange is a generation, not the body's shape: a
+    generation is an exchange of an API whose adapter says so (read in chat shape)."""
+    return wire.generation_api(path) is not None
 
 
 def _lenient_messages(request: dict[str, Any]) -> list[Any] | None:
-    """The messages of a chat body orjson refused (lone surrogate escapes, say), read with
-    the standard library's parser, which accepts what the proxy accepted (a Messages body
-    in chat shape)."""
+    """The messages of a generation's body orjson refused (lone surrogate escapes, say),
+    read with the standard library's parser, which accepts what the proxy accepted, and by
+    the body's adapter in chat shape."""
     text = request.get("body_text")
-    if not isinstance(text, str):
+    api = wire.generation_api(request.get("path"))
+    if not isinstance(text, str) or api is None:
         return None
     try:
         body = json.loads(text)
     except ValueError:
         return None
-    if isinstance(body, dict) and is_messages_path(request.get("path")):
-        return chat_messages(body)[0]
-    messages = body.get("messages") if isinstance(body, dict) else None
-    return messages if isinstance(messages, list) else None
+    return api.request_messages(body) if isinstance(body, dict) else None
 
 
 def classify(

@@ -21,7 +21,7 @@ from array import array
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from contagent.chat import route_ends_with, tool_calls
+from contagent import wire
 from contagent.rules.history import Problem
 from contagent.rules.policy_versions import StepVersions, step_versions, token_versions
 from contagent.rules.rl import model_kinds
@@ -33,6 +33,7 @@ from contagent.rules.sampling import (
     sampled_texts,
     step_sampling,
 )
+from contagent.wire.chat import tool_calls
 
 #: Why a rollout's kept steps give no token samples (the row's tokens section names them).
 TokenKind = Literal[
@@ -163,9 +164,8 @@ def step_tokens(
     """The token data of a kept step (a row's step, with its raw records), or what is wrong."""
     index = step["exchange_index"]
     where = f"step {index}"
-    if request.get("api") == "responses" or not route_ends_with(
-        request.get("path"), "/chat/completions"
-    ):
+    api = wire.for_path(request.get("path"))
+    if api is None or not api.tokens or request.get("api") not in (None, api.name):
         return ("no_tokens", f"{where}: its route returns no token ids")
     found = _token_data(outcome.get("tokens"), usage, where)
     if not isinstance(found[0], list):

@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from contagent.chat import route_ends_with
-from contagent.messages_api import is_messages_path
 from contagent.testing.llm_moves import Reply, StubRequest, split_text
+from contagent.wire.chat import route_ends_with
+from contagent.wire.messages_api import is_messages_path
 
 #: Reply.finish_reason (chat names) -> stop_reason; other values are sent as they are.
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}

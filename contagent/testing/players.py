@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from contagent.chat import message_text
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import is_messages
 from contagent.testing.responses_moves import is_responses
+from contagent.wire.chat import message_text
 
 #: the secret exp_001's setup.sh writes
 SECRET = re.compile(r"s-[0-9a-f]{24}")

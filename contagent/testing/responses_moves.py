@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from contagent.responses import is_responses_path
 from contagent.testing.llm_moves import Reply, StubRequest, split_text
+from contagent.wire.responses import is_responses_path
 
 
 def is_responses(req: StubRequest) -> bool:

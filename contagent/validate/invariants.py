@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contagent import chat, rules
+from contagent import rules
 from contagent.core.rows import RESULT_FIELDS
 from contagent.core.trajectory import request_messages
 from contagent.rawlog.read import RawRollout
 from contagent.rules import accounting_problems
+from contagent.wire import chat
 
 _NO_KEYS: tuple[frozenset[Any], frozenset[str]] = (frozenset(), frozenset())
 

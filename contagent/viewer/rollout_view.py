@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contagent import chat
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES, parse_stream
 from contagent.rawlog.stream import LogStream
+from contagent.wire import chat
 
 MAX_FILE_BYTES = 2 * 1024 * 1024  # of a run's .log/.result/.err, the last this many bytes
 

@@ -10,15 +10,16 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from contagent import chat, rules
+from contagent import rules
 from contagent.core.rows import SCHEMA_VERSION as ROW_SCHEMA_VERSION
 from contagent.errors import ContagentError
 from contagent.export.exporter import ExportOptions, export
 from contagent.layout import find_rollouts
 from contagent.rawlog.records import SCHEMA_VERSION
-from contagent.responses import is_responses_path
 from contagent.validate import check
 from contagent.validate.check import validate
+from contagent.wire import chat
+from contagent.wire.responses import is_responses_path
 from tests.helpers import cli, read_rows
 from tools.rollouts import assistant, call, parts
 

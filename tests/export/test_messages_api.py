@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contagent import rules
-from contagent.chat import usage_counts
-from contagent.messages_api import chat_body, chat_response, normalise_exchanges
 from contagent.proxy.sse import SSEParser
-from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import message_events, message_json
+from contagent.wire.chat import usage_counts
+from contagent.wire.messages_api import chat_body, chat_response, normalise_exchanges
+from contagent.wire.stream_fold import StreamAssembler
 
 CACHE = {"type": "ephemeral"}
 

@@ -229,7 +229,7 @@ def test_validate_catches_tools_not_as_rendered_and_a_wrong_left_out_set(
 
 
 def test_a_call_of_a_namespace_function_keeps_the_name_the_model_produced() -> None:
-    from contagent.responses import chat_response
+    from contagent.wire.responses import chat_response
 
     call = {"type": "function_call", "call_id": "c1", "arguments": "{}"}
     response, unknown = chat_response(

@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from contagent import rules
-from contagent.chat import usage_counts
-from contagent.proxy.sse_assembler import StreamAssembler
-from contagent.responses import chat_response, input_messages, normalise_exchanges
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.responses_moves import response_events, response_json
+from contagent.wire.chat import usage_counts
+from contagent.wire.responses import chat_response, input_messages, normalise_exchanges
+from contagent.wire.stream_fold import StreamAssembler
 from tests.helpers import REPO, assert_outcome, assert_same_as_generated, export_and_validate
 from tools.responses_samples import expectations, write_responses_samples
 

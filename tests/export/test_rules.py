@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from contagent import rules
-from contagent.chat import USAGE_FIELDS
 from contagent.export.derive import build_row
 from contagent.rules import history_keys, merge_tool_fragments, tool_protocol_problems
+from contagent.wire.chat import USAGE_FIELDS
 from tools.rollouts import RolloutBuilder, assistant, call, parts
 
 
@@ -202,9 +202,9 @@ def test_truncation_consumed_cut_step_is_truncated(tmp_path: Path) -> None:
 
 # -- token identity --------------------------------------------------------------------
 def test_token_identity(samples: Path) -> None:
-    from contagent.chat import sum_usage, usage_counts
     from contagent.layout import find_rollouts
     from contagent.rawlog.read import read_exchanges
+    from contagent.wire.chat import sum_usage, usage_counts
 
     for paths in find_rollouts([samples]):
         row = build_row(paths).row

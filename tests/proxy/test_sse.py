@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contagent.proxy.sse import SSEParser
-from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.testing.llm_stub import (
     Reply,
     StubRequest,
@@ -15,6 +14,7 @@ from contagent.testing.llm_stub import (
     completion_json,
     stream_payloads,
 )
+from contagent.wire.stream_fold import StreamAssembler
 
 payload_text = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=40

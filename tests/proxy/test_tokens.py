@@ -11,7 +11,6 @@ import pytest
 from contagent.errors import ContagentError
 from contagent.proxy.identify import plan_tokens
 from contagent.proxy.sse import SSEParser
-from contagent.proxy.sse_assembler import StreamAssembler
 from contagent.proxy.stream_state import StreamState
 from contagent.proxy.tokens import TokenAsk, TokenCollector, ask_for_tokens
 from contagent.testing import stub_tokens
@@ -22,6 +21,7 @@ from contagent.testing.llm_stub import (
     completion_json,
     stream_payloads,
 )
+from contagent.wire.stream_fold import StreamAssembler
 from tests.proxy.helpers import exchanges
 
 MSGS = [{"role": "user", "content": "hi"}]

@@ -22,7 +22,7 @@ import httpx
 import orjson
 
 from contagent.proxy.sse import SSEParser
-from contagent.proxy.sse_assembler import StreamAssembler
+from contagent.wire.stream_fold import StreamAssembler
 
 MODEL = "tiny"
 SYSTEM = "You are a coding agent. Use the tools to solve the task."

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from contagent import responses
 from contagent.rules import rendered_tools
+from contagent.wire import responses
 
 conversations = pytest.importorskip(
     "tests.vllm.conversations", reason="the vLLM tier (tests/vllm) is not here"

@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from contagent.chat import sum_usage
 from contagent.core.trajectory import branch_conversations
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.version import schema_metadata
 from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
+from contagent.wire.chat import sum_usage
 
 
 def message_struct(arguments: pa.DataType) -> pa.StructType:

@@ -21,7 +21,6 @@ import docker.errors
 
 from contagent.agents import DEFAULT_AGENT, Agent, AgentSettings, Launch
 from contagent.agents.base import IN_CONTAINER, WORKSPACE
-from contagent.chat import sum_usage
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog.compact import compact_rollout
@@ -33,6 +32,7 @@ from contagent.rawlog.result import (
 from contagent.runner import docker_ops
 from contagent.runner.config import RunConfig, rollout_name
 from contagent.runner.tasks.task_kind import Task
+from contagent.wire.chat import sum_usage
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,9 @@ from typing import Any
 
 import orjson
 
+#: the ``type`` of the event that ends a Messages stream
+END_EVENT = "message_stop"
+
 #: the ``type`` of every event this reassembler takes
 EVENTS = frozenset(
     {
@@ -86,10 +89,14 @@ class MessageStream:
             else:
                 self.misplaced += 1
             self._add_usage(event.get("usage"))
-        elif etype == "message_stop":
+        elif etype == END_EVENT:
             self._stopped = True
         elif etype == "error":
             self._error = event
+
+    def takes(self, etype: str) -> bool:
+        """An ``error`` event, once the stream has begun, ends it with that error."""
+        return etype == "error"
 
     def _add_usage(self, usage: Any) -> None:
         # message_delta's counts are cumulative: each replaces the one before

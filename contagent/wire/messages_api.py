@@ -1,7 +1,7 @@
-"""The Anthropic Messages API in chat shape, as pure functions: no IO, no logging, no state.
+"""The Anthropic Messages API's adapter, and its exchanges in chat shape as pure functions.
 
 A ``/v1/messages`` exchange is turned into the request messages and the
-response message a ``/v1/chat/completions`` exchange would have carried, so
+response message a chat completions exchange would have carried, so
 that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
 
 - request ``system`` (a string or text blocks) -> a leading ``system`` message;
@@ -24,7 +24,7 @@ that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
   ``end_turn``/``stop_sequence`` -> ``stop``, ``tool_use`` -> ``tool_calls``,
   ``max_tokens`` -> ``length``; any other (``refusal``, ``pause_turn``, none) is
   kept as the finish reason, which the completeness rule does not accept.
-  Usage is kept as sent; :func:`contagent.chat.usage_counts` counts prompt tokens
+  Usage is kept as sent; :func:`contagent.wire.chat.usage_counts` counts prompt tokens
   as ``input_tokens`` plus both cache counts.
 
 ``/v1/messages/count_tokens`` is not this route: it is no generation.
@@ -32,9 +32,18 @@ that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
-from contagent.chat import canonical_arguments, route_ends_with
+import orjson
+
+from contagent.wire import WireApi
+from contagent.wire.chat import canonical_arguments, route_ends_with
+from contagent.wire.messages_stream import END_EVENT, EVENTS, MessageStream
+
+#: how the Messages API's route ends
+ROUTES = ("/messages",)
 
 #: Problem kind this mapping reports (a row's ``not_ready_kinds``).
 ITEM_PROBLEM = "unsupported_item"
@@ -48,7 +57,7 @@ FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool
 
 def is_messages_path(path: Any) -> bool:
     """Is ``path`` (a request record's path, query string allowed) the Messages route?"""
-    return route_ends_with(path, "/messages")
+    return route_ends_with(path, ROUTES)
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -255,3 +264,61 @@ def normalise_exchanges(
                 (ITEM_PROBLEM, f"response {index}: blocks not mapped: {', '.join(unknown)}")
             )
     return problems
+
+
+class MessagesAdapter:
+    """The Messages API: generations in chat shape, a typed event stream, no token ids."""
+
+    name = "messages"
+    routes = ROUTES
+    generation = True
+    end_markers = (END_EVENT.encode(),)
+    usage_on_request = False
+    tokens = False
+    chat_template = False
+    #: the Messages API as vLLM reads it: no penalties, min_p, seed or logit_bias
+    sampling_fields: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    sampling_keys = frozenset({"temperature", "top_p", "top_k", "max_tokens"})
+
+    def is_end_event(self, payload: str) -> bool:
+        if END_EVENT not in payload:
+            return False
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(event, dict) and event.get("type") == END_EVENT
+
+    def claims_event(self, etype: str) -> bool:
+        return etype in EVENTS
+
+    def stream_folder(self) -> MessageStream:
+        return MessageStream()
+
+    def judge(self, response: dict[str, Any]) -> tuple[bool, str | None] | None:
+        if response.get("type") != "message":  # a chat-shaped one is judged as chat
+            return None
+        stop = response.get("stop_reason")
+        if stop not in FINISH_REASONS:
+            return False, f"stop_reason {stop!r}"
+        return True, None
+
+    def to_chat(
+        self, requests: dict[int, dict[str, Any]], outcomes: dict[int, dict[str, Any]]
+    ) -> list[tuple[str, str]]:
+        return normalise_exchanges(requests, outcomes)
+
+    def request_messages(self, body: dict[str, Any]) -> list[Any] | None:
+        return chat_messages(body)[0]
+
+    def function_tool(self, tool: dict[str, Any]) -> dict[str, Any] | None:
+        if "input_schema" not in tool or not isinstance(tool.get("name"), str):
+            return None
+        fn = {k: v for k, v in tool.items() if k not in ("input_schema", "type", "cache_control")}
+        return {**fn, "parameters": tool["input_schema"]}
+
+    def render_tool(self, tool: dict[str, Any], model: Any) -> list[dict[str, Any]] | None:
+        return None
+
+
+ADAPTER: WireApi = MessagesAdapter()

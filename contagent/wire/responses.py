@@ -1,7 +1,7 @@
-"""The OpenAI Responses API in chat shape, as pure functions: no IO, no logging, no state.
+"""The OpenAI Responses API's adapter, and its exchanges in chat shape as pure functions.
 
 A ``/v1/responses`` exchange is turned into the request messages and the
-response message a ``/v1/chat/completions`` exchange would have carried, so
+response message a chat completions exchange would have carried, so
 that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
 
 - request ``instructions`` -> a leading ``system`` message; ``input`` (a string,
@@ -32,9 +32,16 @@ stream's ``response.completed`` (or ``response.incomplete``) event carries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
-from contagent.chat import route_ends_with
+from contagent.wire import WireApi, responses_tools
+from contagent.wire.chat import route_ends_with
+from contagent.wire.responses_tools import namespaced_name
+
+#: how the Responses API's route ends
+ROUTES = ("/responses",)
 
 #: Problem kinds this mapping reports (a row's ``not_ready_kinds``).
 CHAIN_PROBLEM = "responses_chain"
@@ -42,24 +49,12 @@ ITEM_PROBLEM = "unsupported_item"
 
 _ASSISTANT_ITEMS = frozenset({"reasoning", "function_call"})
 
-#: What vLLM joins a namespace and its function's name with, in the tool list it renders
-#: for the model (a call item gives the two apart as ``namespace`` and ``name``).
-NAMESPACE_SEPARATOR = "__"
-
-
-def namespaced_name(namespace: Any, name: Any) -> Any:
-    """A namespace's function as the model saw it named; ``name`` when there is no namespace."""
-    if isinstance(namespace, str) and namespace and isinstance(name, str):
-        return f"{namespace}{NAMESPACE_SEPARATOR}{name}"
-    return name
-
-
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 
 
 def is_responses_path(path: Any) -> bool:
     """Is ``path`` (a request record's path, query string allowed) the Responses route?"""
-    return route_ends_with(path, "/responses")
+    return route_ends_with(path, ROUTES)
 
 
 def _text(content: Any) -> str | None:
@@ -305,3 +300,89 @@ def normalise_exchanges(
         if isinstance(rid, str) and message is not None:
             by_id.setdefault(rid, (history, message))
     return problems
+
+
+#: the stream events that carry the whole response at the end
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_EVENT_PREFIX = "response."
+
+
+class ResponsesStream:
+    """A Responses stream: its terminal event carries the whole response."""
+
+    __slots__ = ("misplaced", "response", "usage")
+
+    def __init__(self) -> None:
+        self.response: dict[str, Any] | None = None
+        self.usage: dict[str, Any] | None = None
+        self.misplaced = 0
+
+    def feed(self, etype: str, event: dict[str, Any]) -> None:
+        if etype in TERMINAL_EVENTS and isinstance(event.get("response"), dict):
+            self.response = event["response"]
+            usage = self.response.get("usage")
+            if isinstance(usage, dict):
+                self.usage = usage
+
+    def takes(self, etype: str) -> bool:
+        return False
+
+    def result(self) -> dict[str, Any] | None:
+        return self.response
+
+
+class ResponsesAdapter:
+    """The Responses API: generations in chat shape, a typed event stream, no token ids."""
+
+    name = "responses"
+    routes = ROUTES
+    generation = True
+    end_markers: tuple[bytes, ...] = ()  # the stream just ends after its terminal event
+    usage_on_request = False
+    tokens = False
+    chat_template = False
+    sampling_fields: Mapping[str, tuple[str, ...]] = MappingProxyType(
+        {"max_tokens": ("max_output_tokens",)}
+    )
+    sampling_keys = None
+
+    def is_end_event(self, payload: str) -> bool:
+        return False
+
+    def claims_event(self, etype: str) -> bool:
+        return etype.startswith(_EVENT_PREFIX)
+
+    def stream_folder(self) -> ResponsesStream:
+        return ResponsesStream()
+
+    def judge(self, response: dict[str, Any]) -> tuple[bool, str | None] | None:
+        """A ``status`` or ``incomplete_details`` says a response is cut, whichever API it
+        claims to be; a response with ``output`` and no ``choices`` is complete otherwise."""
+        status = response.get("status")
+        if status is not None and status != "completed":
+            return False, f"response status {status!r}"
+        if response.get("incomplete_details"):
+            return False, "incomplete_details present"
+        if response.get("choices") is None and (
+            response.get("object") == "response" or "output" in response
+        ):
+            return True, None
+        return None
+
+    def to_chat(
+        self, requests: dict[int, dict[str, Any]], outcomes: dict[int, dict[str, Any]]
+    ) -> list[tuple[str, str]]:
+        return normalise_exchanges(requests, outcomes)
+
+    def request_messages(self, body: dict[str, Any]) -> list[Any] | None:
+        messages = body.get("messages")  # a body the lenient parser read keeps its shape
+        return messages if isinstance(messages, list) else None
+
+    def function_tool(self, tool: dict[str, Any]) -> dict[str, Any] | None:
+        return responses_tools.flat_function(tool)
+
+    def render_tool(self, tool: dict[str, Any], model: Any) -> list[dict[str, Any]] | None:
+        return responses_tools.render_tool(tool, model)
+
+
+ADAPTER: WireApi = ResponsesAdapter()

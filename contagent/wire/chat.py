@@ -195,3 +195,46 @@ def legacy_function_call(message: dict[str, Any]) -> dict[str, Any] | None:
     """The deprecated ``function_call`` of an assistant message, if it carries one."""
     fc = message.get("function_call")
     return fc if isinstance(fc, dict) else None
+
+
+#: finish reasons that mean the model ended its turn on its own.
+COMPLETE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call"})
+
+#: what an absent, null or empty ``parameters`` schema renders as.
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class Unrenderable(ValueError):
+    """A tool whose rendering is not known; the message says which and why."""
+
+
+def _parameters(value: Any, name: str) -> dict[str, Any]:
+    if value is None or value == {}:
+        return dict(EMPTY_PARAMETERS)
+    if not isinstance(value, dict) or value.get("type") != "object":
+        raise Unrenderable(f"tool {name!r} has a parameters schema that is not an object")
+    return value
+
+
+def rendered_function(fn: Any) -> dict[str, Any]:
+    """A chat function tool with a name and an object ``parameters`` schema, from a function
+    definition; raises :class:`Unrenderable`."""
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if not isinstance(name, str) or not name:
+        raise Unrenderable("a function tool without a name")
+    return {
+        "type": "function",
+        "function": {**fn, "parameters": _parameters(fn.get("parameters"), name)},
+    }
+
+
+def function_definition(tool: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``function`` of a chat function tool, None for a tool of another shape."""
+    fn = tool.get("function")
+    return fn if isinstance(fn, dict) and tool.get("type") in (None, "function") else None
+
+
+def tool_phrase(tool: dict[str, Any]) -> str:
+    """How an error names a tool that is not a function: by its type."""
+    kind = tool.get("type")
+    return f"a {kind!r} tool" if isinstance(kind, str) else "a tool of no type"

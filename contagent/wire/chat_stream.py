@@ -4,7 +4,7 @@
 that feeds it: a ``chat.completion`` (content, ``reasoning_content``, tool calls with
 their argument fragments joined by index, finish reasons, usage), a legacy
 ``text_completion``, or for the Responses API the ``response`` object of its terminal
-event, or for the Messages API the whole message (:mod:`contagent.proxy.sse_messages`).
+event, or for the Messages API the whole message (:mod:`contagent.wire.messages_stream`).
 """
 
 from __future__ import annotations
@@ -13,19 +13,15 @@ from typing import Any
 
 import orjson
 
-from contagent.proxy.sse_messages import EVENTS as MESSAGES_EVENTS
-from contagent.proxy.sse_messages import MessageStream
-
 #: a token no server sends, put in a learned frame to check where the token sits
 _PROBE = "\x00contagent-probe"
 _PROBE_JSON = orjson.dumps(_PROBE).decode()
 
-_TERMINAL_RESPONSE_EVENTS = frozenset(
-    {"response.completed", "response.incomplete", "response.failed"}
-)
+#: the data of the event that ends a chat (or completions) stream
+DONE = "[DONE]"
 
 
-class StreamAssembler:
+class ChatStream:
     """Folds SSE payloads into one completion object, the way a client would."""
 
     __slots__ = (
@@ -33,9 +29,7 @@ class StreamAssembler:
         "_created",
         "_id",
         "_kind",
-        "_messages",
         "_model",
-        "_response",
         "_system_fingerprint",
         "_tpl",
         "malformed",
@@ -50,18 +44,16 @@ class StreamAssembler:
         self._system_fingerprint: Any = None
         self._kind: str | None = None
         self._choices: dict[int, dict[str, Any]] = {}
-        self._response: dict[str, Any] | None = None
-        self._messages: MessageStream | None = None
         self.usage: dict[str, Any] | None = None
-        #: payloads that were neither JSON objects nor ``[DONE]``
+        #: payloads that were neither JSON objects nor the end event
         self.malformed = 0
-        #: Messages events that fit no place in the message (a delta for no open block)
+        #: typed events that fit no place in their response (a delta for no open block)
         self.misplaced = 0
         #: (prefix, suffix, content parts) of the last plain content-token event, see feed()
         self._tpl: tuple[str, str, list[str]] | None = None
 
     def feed(self, payload: str) -> None:
-        if payload == "[DONE]":
+        if payload == DONE:
             return
         tpl = self._tpl
         if tpl is not None:
@@ -114,7 +106,7 @@ class StreamAssembler:
             type(choices) is not list
             or len(choices) != 1
             or type(choices[0]) is not dict
-            or (isinstance(etype, str) and etype.startswith("response."))
+            or etype is not None
         ):
             self._tpl = None
             return
@@ -159,11 +151,7 @@ class StreamAssembler:
             self.malformed += 1
             return
         etype = event.get("type")
-        if isinstance(etype, str) and etype.startswith("response."):
-            self._feed_responses(etype, event)
-            return
-        if etype in MESSAGES_EVENTS or (etype == "error" and self._messages is not None):
-            self._feed_messages(etype, event)
+        if etype is not None and self.typed(etype, event):
             return
         if self._id is None:
             self._id = event.get("id")
@@ -183,22 +171,9 @@ class StreamAssembler:
                 if isinstance(choice, dict):
                     self._feed_choice(choice)
 
-    def _feed_responses(self, etype: str, event: dict[str, Any]) -> None:
-        self._kind = "responses"
-        if etype in _TERMINAL_RESPONSE_EVENTS and isinstance(event.get("response"), dict):
-            self._response = event["response"]
-            usage = self._response.get("usage")
-            if isinstance(usage, dict):
-                self.usage = usage
-
-    def _feed_messages(self, etype: str, event: dict[str, Any]) -> None:
-        if self._messages is None:
-            self._kind = "messages"
-            self._messages = MessageStream()
-        self._tpl = None
-        self._messages.feed(etype, event)
-        self.usage = self._messages.usage
-        self.misplaced = self._messages.misplaced
+    def typed(self, etype: Any, event: dict[str, Any]) -> bool:
+        """Whether an event with a ``type`` was another API's, and folded there."""
+        return False
 
     def _feed_choice(self, choice: dict[str, Any]) -> None:
         idx = choice.get("index", 0)
@@ -273,16 +248,10 @@ class StreamAssembler:
 
     @property
     def finish_reasons(self) -> list[str | None]:
-        if self._kind in ("responses", "messages"):
-            return []
         return [self._choices[i]["finish_reason"] for i in sorted(self._choices)]
 
     def result(self) -> dict[str, Any] | None:
         """The reassembled completion, or None when no usable event arrived."""
-        if self._kind == "responses":
-            return self._response
-        if self._messages is not None:
-            return self._messages.result()
         if self._kind is None:
             return None
         choices: list[dict[str, Any]] = []
