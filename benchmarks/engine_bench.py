@@ -6,7 +6,8 @@ the trainer's hands, and the engine's CPU per sample, with the scripted stand-in
 Rollouts run on the in-process executor (real recording proxies, the scripted stub), so
 the figures are the engine's own: reading the finished raw logs, the export's sample
 code, advantages, the queue. Latency is measured against each group's newest
-``result.json`` modification time; CPU is the thread CPU time of building the groups.
+``result.json`` modification time; CPU is the thread CPU time of reading each finished
+rollout and building the groups.
 """
 
 from __future__ import annotations
@@ -48,16 +49,20 @@ def main() -> None:
     args = ap.parse_args()
 
     cpu: list[float] = []
-    build = engine_module.build_group
 
-    def timed_build(*a: Any, **kw: Any) -> Any:
-        t = time.thread_time()
-        try:
-            return build(*a, **kw)
-        finally:
-            cpu.append(time.thread_time() - t)
+    def timed(work: Any) -> Any:
+        def run(*a: Any, **kw: Any) -> Any:
+            t = time.thread_time()
+            try:
+                return work(*a, **kw)
+            finally:
+                cpu.append(time.thread_time() - t)
 
-    engine_module.build_group = timed_build  # type: ignore[assignment]
+        return run
+
+    # a rollout's log is read as it ends, its group built when the last one ended
+    engine_module.read_finished = timed(engine_module.read_finished)  # type: ignore[assignment]
+    engine_module.build_group = timed(engine_module.build_group)  # type: ignore[assignment]
     stub = start_stub_in_thread(agent_script, models=["m"])
     latencies: list[float] = []
     samples = 0

@@ -24,6 +24,7 @@ from contagent.engine.group_build import (
     build_group,
     export_options,
     off_policy_filter,
+    read_finished,
 )
 from contagent.errors import ContagentError
 from contagent.export.dataset_folder import rows_to_batch
@@ -31,7 +32,7 @@ from contagent.layout import RunPaths
 from contagent.proxy.policy_gate import PolicyGate
 from contagent.rawlog.result import RolloutResult
 from contagent.runner import docker_ops
-from contagent.runner.config import RunConfig
+from contagent.runner.config import FINISHED_STATUSES, RunConfig
 from contagent.runner.executors.executor import OnStarted, RolloutExecutor
 from contagent.runner.lifecycle.rollout import RolloutPlan
 from contagent.runner.preflight import LlmServer, wait_until_ready
@@ -246,6 +247,11 @@ class Engine:
         return replace(group, samples=kept, dropped_off_policy=dropped, policy_version=current)
 
     @property
+    def pending(self) -> int:
+        """Groups submitted and not yet taken."""
+        return self._undelivered
+
+    @property
     def ready(self) -> int:
         """Finished groups waiting to be taken."""
         return 0 if self._finished is None else self._finished.qsize()
@@ -270,7 +276,16 @@ class Engine:
             result = RolloutResult(rollout_id=plan.name, status="infra_error", error=str(exc))
         if self._stopping:
             return
-        group.done[plan.repeat_index] = RolloutOutcome(plan.name, result, max(attempts, 1))
+        read = None
+        if result.status in FINISHED_STATUSES:  # read now: only formatting waits for the group
+            paths, options = self.paths.rollout(plan.name), export_options(self.config.export)
+            try:
+                read = await asyncio.to_thread(read_finished, paths, options)
+            except ContagentError:  # the group's build reads it again and says why
+                read = None
+        group.done[plan.repeat_index] = RolloutOutcome(
+            plan.name, result, max(attempts, 1), read=read
+        )
         if len(group.done) == group.size:
             await self._deliver(group)
 

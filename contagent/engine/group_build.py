@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contagent.errors import ContagentError
-from contagent.export.exporter import ExportOptions, export_rollout, group_table_of
+from contagent.export.derive import RolloutExport
+from contagent.export.exporter import ExportOptions, export_rollout, group_table_of, read_rollout
 from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog.result import RolloutResult
 from contagent.rules.groups import GroupFacts
@@ -37,6 +38,9 @@ class RolloutOutcome:
     """Its token samples (the tokens format's rows), before the off-policy filter."""
     no_samples: str | None = None
     """Why it gives no samples (the export's reason), when it gives none."""
+    read: RolloutExport | None = field(default=None, repr=False, compare=False)
+    """Its raw log read and derived as it ended (:func:`read_finished`), until its group
+    is built: only the group's formatting is left for the group's end."""
 
     @property
     def reward(self) -> float | None:
@@ -77,19 +81,27 @@ def export_options(config_options: ExportOptions | None = None) -> ExportOptions
     return replace(config_options or ExportOptions(), formats=("tokens",), filter="all")
 
 
-def rollout_samples(
-    paths: RolloutPaths, options: ExportOptions, group: GroupFacts | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """A finished rollout's token samples, as the export writes them, or why it gives none."""
+def read_finished(paths: RolloutPaths, options: ExportOptions) -> RolloutExport:
+    """A finished rollout's raw log read and its row derived, by the export's code."""
     for attempt in range(_READ_TRIES):
         try:
-            done = export_rollout(paths, options, group)
-            break
+            return read_rollout(paths, options)
         except (ContagentError, OSError):
             # its compaction may have renamed the log under the reader: read it again
             if attempt == _READ_TRIES - 1:
                 raise
             time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+def rollout_samples(
+    paths: RolloutPaths,
+    options: ExportOptions,
+    group: GroupFacts | None,
+    read: RolloutExport | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A finished rollout's token samples, as the export writes them, or why it gives none."""
+    done = export_rollout(paths, options, group, read or read_finished(paths, options))
     batch = done.batches.get("tokens")
     if batch is not None and batch.num_rows:
         return batch.to_pylist(), None
@@ -141,8 +153,9 @@ def build_group(
     finished = []
     for outcome, folder in zip(outcomes, folders, strict=True):
         if outcome.result.status in FINISHED_STATUSES:
-            samples, why = rollout_samples(folder, options, table.get(str(folder.root)))
-            finished.append(replace(outcome, samples=samples, no_samples=why))
+            facts = table.get(str(folder.root))
+            samples, why = rollout_samples(folder, options, facts, outcome.read)
+            finished.append(replace(outcome, samples=samples, no_samples=why, read=None))
     return Group(
         group_id=group_id,
         task=task,

@@ -20,7 +20,7 @@ from contagent import __version__
 from contagent.charts.export_charts import card_images
 from contagent.errors import ContagentError
 from contagent.export.dataset_folder import ShardWriter, rows_to_batch, write_dataset_card
-from contagent.export.derive import build_row, read_verdict
+from contagent.export.derive import RolloutExport, build_row, read_verdict
 from contagent.export.document_folder import DocumentWriter
 from contagent.export.export_summary import ExportSummary, TokenGroups
 from contagent.export.formats import (
@@ -111,11 +111,25 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def export_rollout(paths: RolloutPaths, options: ExportOptions, group: GroupFacts | None) -> _Done:
+def read_rollout(paths: RolloutPaths, options: ExportOptions) -> RolloutExport:
+    """The part of :func:`export_rollout` that needs no group: reading the raw log and
+    deriving the row (a rollout engine does it as each rollout ends, before its group)."""
+    with _without_cyclic_gc():
+        return build_row(paths, options.drop_reasoning, options.max_raw_log)
+
+
+def export_rollout(
+    paths: RolloutPaths,
+    options: ExportOptions,
+    group: GroupFacts | None,
+    read: RolloutExport | None = None,
+) -> _Done:
     """One rollout's row and format records, by the rules and code of :func:`export`;
-    ``group``: its group and advantage (:func:`group_table_of` over the group's rollouts).
+    ``group``: its group and advantage (:func:`group_table_of` over the group's rollouts);
+    ``read``: what :func:`read_rollout` gave for it, if it was read already (used once).
     A rollout engine derives each finished rollout's samples here."""
-    return _export_one((paths, options, group))
+    with _without_cyclic_gc():
+        return _build(paths, options, group, read)
 
 
 def _export_one(args: tuple[RolloutPaths, ExportOptions, GroupFacts | None]) -> _Done:
@@ -124,8 +138,13 @@ def _export_one(args: tuple[RolloutPaths, ExportOptions, GroupFacts | None]) -> 
         return _build(paths, options, group)
 
 
-def _build(paths: RolloutPaths, options: ExportOptions, group: GroupFacts | None) -> _Done:
-    done = build_row(paths, options.drop_reasoning, options.max_raw_log)
+def _build(
+    paths: RolloutPaths,
+    options: ExportOptions,
+    group: GroupFacts | None,
+    read: RolloutExport | None = None,
+) -> _Done:
+    done = read or build_row(paths, options.drop_reasoning, options.max_raw_log)
     row = done.row
     done.data = replace(done.data, group=group, token_options=options.tokens)
     batches = {}
