@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,82 @@ def test_trl_data_path_takes_contagent_groups_with_versions_moving(
     assert {p.name for p in logs.iterdir()} == {
         "a", "a_r1", "b", "b_r1", "c", "c_r1", "d", "d_r1"
     }  # fmt: skip
+
+
+def sdpa_varlen(
+    q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, max_q: int, max_k: int,
+    softmax_scale: float | None = None, causal: bool = True, **_: Any,
+) -> Any:  # fmt: skip
+    """flash-attn's ``flash_attn_varlen_func`` (causal, bottom-right aligned) by plain SDPA,
+    one segment at a time: the CPU stand-in for the kernel TRL fetches from the Hub."""
+    import torch
+    import torch.nn.functional as F
+
+    out = []
+    for s in range(len(cu_q) - 1):
+        qs, ks, vs = (
+            x[int(lo) : int(hi)].transpose(0, 1)
+            for x, lo, hi in ((q, cu_q[s], cu_q[s + 1]), (k, cu_k[s], cu_k[s + 1]), (v, cu_k[s], cu_k[s + 1]))
+        )  # fmt: skip
+        lq, lk = qs.shape[1], ks.shape[1]
+        mask = torch.ones(lq, lk, dtype=torch.bool).tril(diagonal=lk - lq)
+        out.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, scale=softmax_scale))
+    return torch.cat([o.transpose(0, 1) for o in out])
+
+
+def test_async_grpo_trainer_trains_steps_on_contagent_groups(
+    stub: RunningStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two documented test-only patches let TRL's trainer run on a CPU-only torch: no peak
+    FLOPs (it asks ``torch.cuda`` for the device's name) and SDPA in place of the
+    flash-attention kernel its tree attention fetches from the Hub."""
+    import itertools
+    from types import SimpleNamespace
+
+    import torch
+    from datasets import Dataset
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer, packing
+    from trl.experimental.async_grpo import async_grpo_trainer as trainer_module
+
+    from tests.trainers import tiny
+
+    monkeypatch.setattr(trainer_module, "get_peak_flops_per_device", lambda *a: None)
+    monkeypatch.setattr(
+        packing, "_flash_attn", lambda: SimpleNamespace(flash_attn_varlen_func=sdpa_varlen)
+    )
+    tok = tiny.tokenizer(["task a", "ran 0"], list(SPECIAL), "<|im_end|>", None)
+    model_dir = tmp_path / "model"
+    tiny.model(max(len(tok), 512)).save_pretrained(model_dir)
+    before = {n: p.detach().clone() for n, p in tiny.model(max(len(tok), 512)).named_parameters()}
+
+    def verdict(plan: RolloutPlan, attempt: int) -> tuple[str, float | None]:
+        return ("passed", 1.0) if plan.repeat_index % 2 == 0 else ("failed", 0.0)
+
+    worker = ContagentRolloutWorker(
+        replace(engine_config(tmp_path, stub), max_groups=2), itertools.cycle(["a", "b"]),
+        group_size=2, executor=partial(InProcessExecutor, steps=3, verdict=verdict),
+        decode=stub_decode, buffer_size=4,
+    )  # fmt: skip
+    args = AsyncGRPOConfig(
+        output_dir=str(tmp_path / "out"), max_steps=3, per_device_train_batch_size=2,
+        token_budget=0, use_cpu=True, dtype="float32", learning_rate=1e-2, report_to=[],
+        logging_steps=1, save_strategy="no", max_staleness=1, weight_sync_steps=1,
+    )  # fmt: skip
+    trainer = AsyncGRPOTrainer(
+        model=str(model_dir), args=args, processing_class=tok,
+        train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * 2}),
+        rollout_worker=worker, weight_transfer=worker.gated(NoTransfer()),
+    )  # fmt: skip
+    trainer.train()
+
+    assert trainer.state.global_step == 3
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
+    assert all(e["grad_norm"] > 0 for e in trainer.state.log_history if "grad_norm" in e)
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(before[n], after[n].detach()) for n in before)  # it learned
+    # a cold sync, then one a step: TRL's versions are the engine's
+    assert trainer.model_version == worker.engine.policy_version == 4
+    assert not worker.engine.gate.paused
+    with pytest.raises(RuntimeError, match="is not running"):
+        worker.check_health(60)  # the trainer stopped it at train end
