@@ -23,6 +23,7 @@ from typing import Any
 from contagent.agents._util import jsonl_objects
 from contagent.agents.base import AGENT_DIR, DUMMY_KEY, AgentReport, AgentSettings, Api, Launch
 from contagent.agents.layer import BIN_DIR, STAGE, AgentLayer, refuse
+from contagent.wire import server_root
 
 #: its own temporary files and sockets (default /tmp/claude-<uid>, /tmp/cc-socks), kept apart
 TMPDIR = f"{AGENT_DIR}/claude-tmp"
@@ -55,7 +56,7 @@ def environment(s: AgentSettings) -> dict[str, str]:
     model = s.served_model_name
     env = {
         "IS_SANDBOX": "1",
-        "ANTHROPIC_BASE_URL": s.base_url.removesuffix("/").removesuffix("/v1"),
+        "ANTHROPIC_BASE_URL": server_root(s.base_url),
         "ANTHROPIC_API_KEY": DUMMY_KEY,
         "ANTHROPIC_MODEL": model,
         "ANTHROPIC_SMALL_FAST_MODEL": model,

@@ -14,8 +14,9 @@ Async code can use :class:`RecordingProxy` directly (``await start()`` /
 """
 
 from contagent.proxy.http1 import Limits
+from contagent.proxy.proxy_options import ProxyOptions
 from contagent.proxy.runtime import ProxyRunSummary, RunningProxy, run_proxy, start_proxy_in_thread
-from contagent.proxy.server import ProxyOptions, RecordingProxy
+from contagent.proxy.server import RecordingProxy
 
 __all__ = [
     "Limits",

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import orjson
 
+from contagent.proxy.addons import ResponseWatch
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.http1 import error_body, relayed_response_headers
 from contagent.proxy.recorder import verbatim
 from contagent.proxy.stream_state import StreamState, is_end_event
-from contagent.proxy.tokens import TokenAsk, TokenCollector
 from contagent.proxy.upstream import UpstreamConnection
 from contagent.rawlog.records import completeness, outcome_record
 
@@ -60,8 +60,8 @@ class Exchange:
 
     __slots__ = (
         "body", "conn", "done", "ended_version", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
-        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "tokens",
-        "upstream",
+        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "upstream",
+        "watch",
     )  # fmt: skip
 
     def __init__(
@@ -71,11 +71,11 @@ class Exchange:
         rollout_id: str,
         index: int,
         head_only: bool = False,
-        tokens: TokenAsk | None = None,
+        watch: ResponseWatch | None = None,
     ) -> None:
         self.proxy = proxy
-        #: token capture is on for this exchange: what the proxy added to the request
-        self.tokens = tokens
+        #: an addon watches this exchange's response (token capture)
+        self.watch = watch
         self.head_only = head_only
         self.conn = conn
         self.rollout_id = rollout_id
@@ -114,7 +114,7 @@ class Exchange:
         self.status = status
         out, sse = relayed_response_headers(headers, keep_length=self.head_only)
         if sse and not self.head_only:
-            self.stream = StreamState(self.tokens)
+            self.stream = StreamState(self.watch)
             self.sent_status = status
             self.conn.start_response(status, out)
         else:
@@ -127,7 +127,7 @@ class Exchange:
         if state is None:
             self.body.append(data)
             return
-        if state.ask is not None and not self.done:
+        if state.watch is not None and not self.done:
             self._relay(state, data)
             return
         if not self.done and state.may_end(data):
@@ -149,8 +149,7 @@ class Exchange:
             state.add(data)
 
     def _relay(self, state: StreamState, data: bytes) -> None:
-        """Token capture on a stream: each whole event goes on once its token data is
-        collected and the additions' fields are stripped from it."""
+        """A watched stream: each whole event goes on once the watch has seen and changed it."""
         out = state.relay(data)
         if state.events and is_end_event(state.events[-1]):
             self._record_stream(None)  # on disk before the client sees the end
@@ -182,7 +181,7 @@ class Exchange:
         if not self.recorded:
             self.conn.respond_error(500, _UNRECORDED, "proxy_error")
             return
-        if self.tokens is not None and self.tokens.strip(parsed):
+        if self.watch is not None and self.watch.hide(parsed):
             data = orjson.dumps(parsed)
         self.conn.respond(self.status, self.out_headers, data, self.head_only)
 
@@ -286,10 +285,9 @@ class Exchange:
         if self.status != 200:
             self._record("http_error", f"http status {self.status}", **fields)
             return parsed
-        if self.tokens is not None:
-            collector = TokenCollector()
-            collector.feed(parsed)
-            fields["tokens"] = collector.result()
+        if self.watch is not None:
+            self.watch.seen(parsed)
+            fields.update(self.watch.fields())
         ok, why = completeness(self.status, parsed)
         self._record("completed" if ok else "incomplete", why, **fields)
         return parsed

@@ -14,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import aiohttp
 import orjson
 
 from contagent.errors import ContagentError
 from contagent.proxy.probe import LogitsRefused, probe_logprobs_mode, render_defaults
+from contagent.proxy.tokens_mode import check_tokens_mode
+from contagent.wire import server_root
 
-TokensMode = Literal["auto", "on", "off"]
-TOKENS_MODES: tuple[str, ...] = get_args(TokensMode)
 #: seconds each of the two checks may take
 IDENTIFY_TIMEOUT_S = 10.0
 #: answers are untrusted input: larger ones are not read
@@ -44,11 +44,6 @@ class TokenPlan:
     unanswered: bool = False
     #: more lines to say after ``line``: the logprobs mode and the server's default sampling
     details: tuple[str, ...] = ()
-
-
-def _base(upstream: str) -> str:
-    base = upstream.rstrip("/")
-    return base[:-3] if base.endswith("/v1") else base
 
 
 async def _get(
@@ -155,7 +150,7 @@ def _run(
     async def main() -> tuple[_Found, dict[str, Any] | None, list[str]]:
         timeout = aiohttp.ClientTimeout(total=IDENTIFY_TIMEOUT_S)
         ssl_arg: Any = tls if tls is not None else True
-        base = _base(upstream)
+        base = server_root(upstream)
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
             found = await _identify(session, base, headers, ssl_arg, owners, model)
             if not probe or found.server is None:
@@ -185,8 +180,7 @@ def plan_tokens(
     """Resolve ``--tokens``; raises :class:`ContagentError` for ``on`` with an upstream that
     is not vLLM or that reports logits, or an unknown mode. ``model``: the model the probe
     asks (else the first one the upstream lists)."""
-    if mode not in TOKENS_MODES:
-        raise ContagentError(f"--tokens {mode!r}: use one of {', '.join(TOKENS_MODES)}")
+    check_tokens_mode(mode)
     try:
         found, defaults, lines = _run(
             upstream, _sent(api_key, headers), tls, owners, model, probe=mode != "off"

@@ -12,8 +12,9 @@ from typing import Any
 
 from contagent._loopthread import InThread, new_event_loop
 from contagent.proxy.late_plan import LatePlan
+from contagent.proxy.proxy_options import ProxyOptions
 from contagent.proxy.reward_route import RewardRoute
-from contagent.proxy.server import ProxyOptions, RecordingProxy
+from contagent.proxy.server import RecordingProxy
 
 
 class RunningProxy(InThread[RecordingProxy]):

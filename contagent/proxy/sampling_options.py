@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from contagent import wire
 from contagent.errors import ContagentError
 from contagent.rawlog.records import SAMPLING_KEYS
 from contagent.wire import WireApi
@@ -38,7 +37,6 @@ _RANGES: dict[str, tuple[float | None, float | None, bool]] = {
 
 
 def _fields(api: WireApi) -> dict[str, tuple[str, ...]] | None:
-    """The body field of each sampling key ``api`` has, None: the proxy leaves its sampling be."""
     if api.sampling_fields is None:
         return None
     return {
@@ -48,18 +46,16 @@ def _fields(api: WireApi) -> dict[str, tuple[str, ...]] | None:
     }
 
 
-#: per API (its adapter's name), the body field of each key the API has; built on first use
+#: per API (its adapter's name), the body fields of each key it has; filled on first use
 _FIELDS: dict[str, dict[str, tuple[str, ...]] | None] = {}
 
 
-def generation_route(path: str) -> str | None:
-    """The API whose sampling the proxy sets and records on ``path`` (without query), if any."""
-    api = wire.for_route(path)
-    if api is None:
-        return None
+def sampling_fields(api: WireApi) -> dict[str, tuple[str, ...]] | None:
+    """The body fields of each sampling key ``api`` has (the first one set is the client's
+    value, the first one is where a set value goes); None: the proxy leaves its sampling be."""
     if api.name not in _FIELDS:
         _FIELDS[api.name] = _fields(api)
-    return api.name if _FIELDS[api.name] is not None else None
+    return _FIELDS[api.name]
 
 
 def parse_sampling(text: str | None, option: str) -> dict[str, float | int]:
@@ -119,13 +115,11 @@ class SamplingPolicy:
         return replace(self, server=defaults, known_server=vllm)
 
     def apply(
-        self, body: dict[str, Any], api: str
+        self, body: dict[str, Any], fields: Mapping[str, tuple[str, ...]]
     ) -> tuple[dict[str, Any] | None, list[str], dict[str, Any]]:
         """(the body to send instead, or None when unchanged; the ``upstream_changes`` it
-        adds; the request record's ``sampling``) for a request of ``api``, as
-        :func:`generation_route` named it."""
-        fields = _FIELDS[api]
-        assert fields is not None  # generation_route() gave ``api``
+        adds; the request record's ``sampling``) for a request of an API with these
+        :func:`sampling_fields`."""
         changed: dict[str, Any] | None = None
         changes: list[str] = []
         record: dict[str, Any] = {}

@@ -20,7 +20,7 @@ import ipaddress
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
-from contagent.proxy.changes import Rewrite, change
+from contagent.proxy.addons import make_addons, request_flow
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import (
@@ -40,13 +40,13 @@ from contagent.proxy.http1 import (
 )
 from contagent.proxy.identify import TokenPlan, plan_tokens
 from contagent.proxy.late_plan import LatePlan
-from contagent.proxy.policy_gate import PolicyGate
 from contagent.proxy.pool import UpstreamPool
+from contagent.proxy.proxy_options import ProxyOptions
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.request import Request
-from contagent.proxy.sampling_options import SamplingPolicy
 from contagent.proxy.upstream import tls_context
 from contagent.rawlog.records import SAFE_HEADERS, request_record, with_policy_version
+from contagent.wire import server_root
 
 log = logging.getLogger(__name__)
 
@@ -59,29 +59,6 @@ def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IP
         return remote is not None and ipaddress.ip_address(remote) in network
     except ValueError:
         return False
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProxyOptions:
-    """How a :class:`RecordingProxy` listens, forwards and records (each option is described
-    there); passed on whole by the functions that start one."""
-
-    host: str = "127.0.0.1"
-    port: int = 0
-    upstream_api_key: str | None = None
-    upstream_auth_header: str = "Authorization"
-    upstream_timeout: float | None = None
-    upstream_ca: Path | None = None
-    max_connections: int = 1024
-    stop_grace: float = 30.0
-    only_rollout: str | None = None
-    allowed_clients: str | None = None
-    limits: Limits | None = None
-    tokens: bool = False
-    server: dict[str, Any] | None = None
-    sampling: SamplingPolicy | None = None
-    chat_template: str | None = None
-    policy: PolicyGate | None = None
 
 
 class RecordingProxy:
@@ -114,13 +91,13 @@ class RecordingProxy:
     ``limits`` caps what clients may make the proxy hold (:class:`Limits`,
     defaults in docs/proxy.md).
 
-    ``tokens`` asks the upstream (a vLLM) for token ids and logprobs on chat
-    completions, records them and hides them from the client
-    (:mod:`contagent.proxy.tokens`); ``server`` (``{"name", "version"}``) says in
-    every request record which server answered. ``sampling`` (``--sampling-override``,
-    ``--sampling-defaults``, the server's defaults) sets and records each generation
-    request's sampling (:mod:`contagent.proxy.sampling_options`); ``chat_template`` is sent with
-    every chat request that carries none (:mod:`contagent.proxy.changes`).
+    ``server`` (``{"name", "version"}``) says in every request record which server answered.
+    What the proxy changes in a request, and what it takes from a response, is its addons'
+    (:mod:`contagent.proxy.addons`), each made from these options: ``tokens`` asks the
+    upstream (a vLLM) for token ids and logprobs, records them and hides them from the
+    client; ``sampling`` (``--sampling-override``, ``--sampling-defaults``, the server's
+    defaults) sets and records each generation request's sampling; ``chat_template`` is sent
+    with every request that takes one and carries none.
 
     ``policy`` (a rollout engine's :class:`~contagent.proxy.policy_gate.PolicyGate`, shared
     by its proxies) stamps each record with the policy version and holds new requests
@@ -136,11 +113,9 @@ class RecordingProxy:
     ) -> None:
         """``options``, or the :class:`ProxyOptions` fields as keywords (over ``options``)."""
         opts = ProxyOptions(**given) if options is None else replace(options, **given)
-        base = upstream.rstrip("/")
+        base = server_root(upstream)  # the client adds /v1 itself: accept either spelling
         if not base.startswith(("http://", "https://")):
             raise ContagentError(f"upstream {upstream!r} is not an http(s) URL")
-        if base.endswith("/v1"):  # the client adds /v1 itself: accept either spelling
-            base = base[:-3]
         self.upstream = base
         if opts.upstream_ca is not None and not base.startswith("https://"):
             raise ContagentError("an upstream CA only applies to an https:// upstream")
@@ -170,7 +145,9 @@ class RecordingProxy:
         self.limits = opts.limits or Limits()
         self._stop_grace = opts.stop_grace
         self.recorder = Recorder(self.record_dir)
-        self.rewrite = Rewrite(opts.tokens, opts.sampling or SamplingPolicy(), opts.chat_template)
+        #: the proxy's features, each an addon (:mod:`contagent.proxy.addons`)
+        self.addons = make_addons(opts)
+        self._tokens_asked = opts.tokens
         self.server = opts.server
         #: ``--tokens auto`` still to decide, at the first contact (:mod:`.late_plan`)
         self.late: LatePlan | None = None
@@ -201,19 +178,17 @@ class RecordingProxy:
         )
 
     def apply_plan(self, plan: TokenPlan) -> None:
-        """Record token data or not, the server and its default sampling, as ``plan`` says."""
-        self.tokens = plan.record
+        """The server ``plan`` found goes into every request record, and every addon hears
+        what it said (token capture on or off, the server's default sampling)."""
+        self._tokens_asked = plan.record
         self.server = plan.server
-        self.rewrite.sampling = self.rewrite.sampling.learnt(plan.server, plan.sampling)
+        for addon in self.addons:
+            addon.planned(plan)
 
     @property
     def tokens(self) -> bool:
-        """Token data is asked for and recorded on chat completions."""
-        return self.rewrite.tokens
-
-    @tokens.setter
-    def tokens(self, value: bool) -> None:
-        self.rewrite.tokens = value
+        """Token data is asked for and recorded (``--tokens`` as resolved)."""
+        return self._tokens_asked
 
     @property
     def url(self) -> str:
@@ -378,8 +353,9 @@ class RecordingProxy:
             except orjson.JSONDecodeError:
                 body_text = body.decode("utf-8", "replace")
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
-        changed = change(parsed, path.partition("?")[0], stream, self.rewrite)
-        forward_body = orjson.dumps(changed.body) if changed.changes else body
+        flow = request_flow(parsed, path.partition("?")[0], stream, self.addons)
+        changes = flow.changes if flow is not None else []
+        forward_body = orjson.dumps(flow.body) if flow is not None and changes else body
 
         pool = self.pool
         head, safe = upstream_request_head(
@@ -396,8 +372,8 @@ class RecordingProxy:
                 index=index, rollout_id=rollout_id, time=received, method=req.method,
                 path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                 body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
-                stream=stream, upstream_changes=changed.changes, server=self.server,
-                sampling=changed.sampling,
+                stream=stream, upstream_changes=changes, server=self.server,
+                **(flow.record if flow is not None else {}),
             )  # fmt: skip
             if self.policy is not None:
                 with_policy_version(record, self.policy.version)
@@ -414,8 +390,9 @@ class RecordingProxy:
             )
             return
         ex = Exchange(
-            self, conn, rollout_id, index, head_only=req.method == "HEAD", tokens=changed.ask
-        )
+            self, conn, rollout_id, index, head_only=req.method == "HEAD",
+            watch=flow.watch if flow is not None else None,
+        )  # fmt: skip
         conn.responder = ex
         self._inflight.add(ex)
         # One buffer, one write: uvloop's writelines defers the send to the end of the loop

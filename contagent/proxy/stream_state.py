@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from contagent import wire
+from contagent.proxy.addons import ResponseWatch
 from contagent.proxy.sse import SSEParser
-from contagent.proxy.tokens import TokenAsk, TokenCollector, relay_event
 from contagent.wire import is_end_event
 from contagent.wire.stream_fold import StreamAssembler
 
 #: what an end event holds, in any API (built once: read for every relayed chunk)
 _END_MARKERS = wire.end_markers()
 _TAIL = max(map(len, _END_MARKERS)) - 1
+#: the markers that are a whole end event's data by themselves (chat's, which is no JSON)
+_WHOLE_ENDS = frozenset(m.decode() for m in _END_MARKERS if is_end_event(m.decode()))
 
 
 class StreamState:
@@ -20,17 +24,16 @@ class StreamState:
 
     Chunks are only collected while they flow, and parsed when the record is
     due: the per-event work then never competes with relaying the next chunk.
-    With token capture (``ask``), each read is parsed at once instead (:meth:`relay`):
-    the client gets whole events only, each stripped of the additions' fields, and
-    their token data is collected on the way.
+    With an addon watching the response (``watch``, token capture), each read is parsed at
+    once instead (:meth:`relay`): the client gets whole events only, each as the watch
+    changed it, and the watch sees each on the way.
     """
 
     __slots__ = (
-        "ask", "asm", "closed", "collector", "done_seen", "events", "fed", "parser", "pending",
-        "tail",
+        "asm", "closed", "done_seen", "events", "fed", "parser", "pending", "tail", "watch",
     )  # fmt: skip
 
-    def __init__(self, ask: TokenAsk | None = None) -> None:
+    def __init__(self, watch: ResponseWatch | None = None) -> None:
         self.parser = SSEParser()
         self.asm = StreamAssembler()
         self.events: list[str] = []
@@ -38,8 +41,7 @@ class StreamState:
         self.pending: list[bytes] = []
         self.tail = b""  # the stream's last bytes: an end marker may be split across reads
         self.done_seen = False
-        self.ask = ask
-        self.collector = TokenCollector() if ask is not None else None
+        self.watch = watch
         #: once the stream is over: (what the client still gets of it, a partial last line)
         self.closed: tuple[bytes, bytes] | None = None
 
@@ -60,16 +62,16 @@ class StreamState:
         self.pending.append(chunk)
 
     def relay(self, chunk: bytes) -> bytes:
-        """Token capture: the client's bytes for the events ``chunk`` completed."""
+        """With a watch: the client's bytes for the events ``chunk`` completed."""
         payloads = self.parser.feed(chunk)
         self.events.extend(payloads)
         return self._relayed(payloads)
 
     def _relayed(self, payloads: list[str]) -> bytes:
-        """The client's bytes for ``payloads``, which are also collected and assembled."""
-        ask, collector, asm = self.ask, self.collector, self.asm
-        assert ask is not None and collector is not None
-        out = b"".join([relay_event(p, ask, collector, asm) for p in payloads])
+        """The client's bytes for ``payloads``, which the watch also sees and are assembled."""
+        watch, asm = self.watch, self.asm
+        assert watch is not None
+        out = b"".join([relay_event(p, watch, asm) for p in payloads])
         self.fed = len(self.events)
         return out
 
@@ -91,17 +93,17 @@ class StreamState:
         return self.parser.at_boundary
 
     def client_at_boundary(self) -> bool:
-        """What the client holds so far ends between events (always, with token capture)."""
-        return self.ask is not None or self.at_boundary()
+        """What the client holds so far ends between events (always, with a watch)."""
+        return self.watch is not None or self.at_boundary()
 
     def close(self) -> tuple[bytes, bytes]:
         """The stream is over: (the client's bytes of a final event left unterminated,
-        with token capture; the partial last line). Idempotent."""
+        with a watch; the partial last line). Idempotent."""
         if self.closed is None:
             self._parse()
             last, tail = self.parser.close()
             self.events.extend(last)
-            if self.ask is not None:
+            if self.watch is not None:
                 self.closed = (self._relayed(last), tail)
             else:
                 self._parse()
@@ -129,6 +131,25 @@ class StreamState:
         }
         if tail:
             fields["response_text"] = tail.decode("utf-8", "replace")
-        if self.collector is not None:
-            fields["tokens"] = self.collector.result()
+        if self.watch is not None:
+            fields.update(self.watch.fields())
         return fields, fault
+
+
+def relay_event(payload: str, watch: ResponseWatch, asm: StreamAssembler) -> bytes:
+    """One stream event as the client gets it, fed to the stream's assembler and seen by the
+    watch first (parsed once for all three)."""
+    if payload in _WHOLE_ENDS:
+        return b"data: " + payload.encode() + b"\n\n"
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        asm.feed(payload)  # counted as malformed there
+        return b"data: " + payload.encode().replace(b"\n", b"\ndata: ") + b"\n\n"
+    asm.feed_event(event)
+    if isinstance(event, dict):
+        watch.seen(event)
+        if watch.hide(event):
+            return b"data: " + orjson.dumps(event) + b"\n\n"
+    # unchanged: the payload as received (a multi-line one keeps its lines)
+    return b"data: " + payload.encode().replace(b"\n", b"\ndata: ") + b"\n\n"

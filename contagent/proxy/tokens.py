@@ -16,14 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from contagent.wire.chat_stream import DONE
-from contagent.wire.stream_fold import StreamAssembler
-
-#: the end event as the client gets it
-_DONE_EVENT = b"data: " + DONE.encode() + b"\n\n"
-
 #: (field, value) the proxy adds to a chat-completions body, in this order
 ADDITIONS: tuple[tuple[str, Any], ...] = (
     ("return_token_ids", True),
@@ -152,24 +144,3 @@ def _logprobs(entries: list[Any]) -> list[Any]:
 
 
 _FLOAT = {float}
-
-
-def relay_event(
-    payload: str, ask: TokenAsk, collector: TokenCollector, asm: StreamAssembler
-) -> bytes:
-    """One stream event as the client gets it, its token data collected and the event fed to
-    the stream's assembler first (parsed once for all three)."""
-    if payload == DONE:
-        return _DONE_EVENT
-    try:
-        event = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        asm.feed(payload)  # counted as malformed there
-        return b"data: " + payload.encode().replace(b"\n", b"\ndata: ") + b"\n\n"
-    asm.feed_event(event)
-    if isinstance(event, dict):
-        collector.feed(event)
-        if ask.strip(event):
-            return b"data: " + orjson.dumps(event) + b"\n\n"
-    # unchanged: the payload as received (a multi-line one keeps its lines)
-    return b"data: " + payload.encode().replace(b"\n", b"\ndata: ") + b"\n\n"

@@ -12,11 +12,12 @@ from typing import Any
 
 from contagent.agents import AGENTS, DEFAULT_AGENT, get_agent
 from contagent.errors import ContagentError
-from contagent.proxy.identify import TOKENS_MODES
 from contagent.proxy.policy_gate import PolicyGate
 from contagent.proxy.sampling_options import SamplingPolicy
+from contagent.proxy.tokens_mode import check_tokens_mode
 from contagent.proxy.upstream import tls_context
 from contagent.runner.stopping.leftovers import Driver
+from contagent.wire import server_root
 
 #: Rollout statuses that ``--resume`` treats as finished (an infra error is retried).
 FINISHED_STATUSES = frozenset({"passed", "failed", "agent_error", "timeout"})
@@ -31,9 +32,7 @@ def upstream_base(url: str) -> str:
     url = url.strip().rstrip("/")
     if not re.match(r"^https?://[^/\s]+", url):
         raise ContagentError(f"--vllm-url {url!r} is not an http(s) URL")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
-    return url
+    return server_root(url)
 
 
 @dataclass(frozen=True)
@@ -129,8 +128,7 @@ class RunConfig:
             raise ContagentError("--timeout must be positive")
         if self.max_iterations < 1:
             raise ContagentError("--max-iterations must be 1 or more")
-        if self.tokens not in TOKENS_MODES:
-            raise ContagentError(f"--tokens {self.tokens!r}: use one of {', '.join(TOKENS_MODES)}")
+        check_tokens_mode(self.tokens)
         if not self.agents:
             raise ContagentError("--agent: at least one agent is needed")
         if self.policy is not None and self.ray_address is not None:

@@ -177,3 +177,10 @@ def end_markers() -> tuple[bytes, ...]:
 def is_end_event(payload: str) -> bool:
     """Does this event's data end its stream, in any API?"""
     return any(api.is_end_event(payload) for api in adapters())
+
+
+def server_root(url: str) -> str:
+    """A server's root URL, to which every adapter's route is appended whole: ``url`` without
+    trailing slashes and an OpenAI-style ``/v1`` (given either way)."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url

@@ -3,13 +3,16 @@ request's effective sampling recorded with where each value came from."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from contagent.errors import ContagentError
-from contagent.proxy.changes import Rewrite, change
+from contagent.proxy.addons import request_flow
+from contagent.proxy.addons.sampling_addon import SamplingAddon
 from contagent.proxy.sampling_options import (
     SETTABLE,
     SamplingPolicy,
@@ -65,7 +68,12 @@ def test_parse_never_raises_anything_else(text):
 
 
 def _apply(policy, body, route=CHAT):
-    return change(body, route, False, Rewrite(sampling=policy))
+    """(the body sent instead or None, the changes, the request record's sampling)."""
+    flow = request_flow(body, route, False, [SamplingAddon(policy)])
+    if flow is None:
+        return SimpleNamespace(body=None, changes=[], sampling=None)
+    sent = flow.body if flow.changes else None
+    return SimpleNamespace(body=sent, changes=flow.changes, sampling=flow.record.get("sampling"))
 
 
 def test_precedence_override_client_defaults_server_unknown():

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from contagent.errors import ContagentError
+from contagent.proxy.addons.token_addon import TokenWatch
 from contagent.proxy.identify import plan_tokens
 from contagent.proxy.sse import SSEParser
 from contagent.proxy.stream_state import StreamState
@@ -205,7 +206,7 @@ def test_relay_is_the_same_however_the_bytes_are_cut(seed):
     ask = TokenAsk(("return_token_ids", "logprobs"))
 
     def relay(cuts: list[int]) -> tuple[bytes, dict | None, list[str], dict | None]:
-        state = StreamState(ask)
+        state = StreamState(TokenWatch(ask))
         out, last = [], 0
         for cut in [*cuts, len(wire)]:
             out.append(state.relay(wire[last:cut]))
