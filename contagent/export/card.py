@@ -182,7 +182,7 @@ def _contents(c: CardContext) -> str:
             ),
             ("Rollouts read", f"{summary.rollouts_read:,}"),
             ("Training-ready rollouts", f"{summary.training_ready:,}"),
-            ("Rollouts with rows here", f"{summary.rollouts_written:,}"),
+            ("Rollouts with rows here", f"{summary.format_rollouts.get(c.fmt.name, 0):,}"),
             *(
                 (f"Left out here: {kind}", f"{n:,}")
                 for kind, n in sorted(summary.left_out.get(c.fmt.name, {}).items())

@@ -37,6 +37,10 @@ class ExportSummary(RowSummary):
         default_factory=dict,
         description="Parquet rows written, per format (documents, per document format).",
     )
+    format_rollouts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rollouts with at least one row (or a document) in that format's folder.",
+    )
     raw_bytes: int = 0
     results_path: str | None = None
     parquet_files: list[str] = Field(default_factory=list)

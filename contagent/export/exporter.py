@@ -320,6 +320,7 @@ def _write_rows(
         for name, batch in done.batches.items():
             writers[name].write_batch(batch)
             summary.format_rows[name] = summary.format_rows.get(name, 0) + batch.num_rows
+            _count(summary.format_rollouts, name, batch.num_rows > 0)
         for name, kind in done.left_out.items():
             summary.count_left_out(name, kind)
         if "tokens" in done.batches and done.batches["tokens"].num_rows:
@@ -330,7 +331,8 @@ def _write_rows(
             summary.branches_written += sft[0].num_rows
         for name, (doc, reason) in done.documents.items():
             documents[name].add(row["rollout_id"], doc, reason)
-            summary.format_rows[name] = summary.format_rows.get(name, 0) + (doc is not None)
+            _count(summary.format_rows, name, doc is not None)
+            _count(summary.format_rollouts, name, doc is not None)
         written = any(b.num_rows for b in done.batches.values())
         if written or any(doc is not None for doc, _ in done.documents.values()):
             summary.rollouts_written += 1
@@ -338,8 +340,13 @@ def _write_rows(
             progress(n, len(rollouts))
     for name in [*writers, *documents]:
         summary.format_rows.setdefault(name, 0)
+        summary.format_rollouts.setdefault(name, 0)
     if "tokens" in writers:
         summary.token_groups = TokenGroups(**asdict(group_counts(groups, sampled)))
+
+
+def _count(counts: dict[str, int], name: str, n: int) -> None:
+    counts[name] = counts.get(name, 0) + n
 
 
 def _check_token_options(options: ExportOptions) -> None:

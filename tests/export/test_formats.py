@@ -135,3 +135,31 @@ def test_reasoning_kept_by_default_and_dropped_on_request(samples: Path, tmp_pat
     assert reasons[:2] == ["The secret is in a file; read it.", "Now write the answer."]
     assert all(m["reasoning_content"] is None for m in drop)
     assert all("<think>" not in (m["content"] or "") for m in keep + drop)
+
+
+def _card_rollouts(folder: Path) -> int:
+    line = next(
+        ln for ln in (folder / "README.md").read_text().splitlines() if "Rollouts with rows" in ln
+    )
+    return int(line.split("|")[2].strip().replace(",", ""))
+
+
+def test_each_card_counts_the_rollouts_of_its_own_folder(tmp_path: Path) -> None:
+    """A card's "Rollouts with rows here" is the rollouts in that folder's shards, whatever
+    other formats the export wrote beside it."""
+    from tools.token_samples import build_token_rollouts
+
+    runs = tmp_path / "runs"
+    build_token_rollouts(runs)
+    every = tmp_path / "every"
+    export([runs], every, ExportOptions(filter="all", formats=("prime-sft", "tokens", "atif")))
+    counts = {}
+    for name in ("prime-sft", "tokens"):
+        shards = (every / name / "data").glob("*.parquet")
+        ids = {i for f in shards for i in pq.read_table(f).column("rollout_id").to_pylist()}
+        counts[name] = _card_rollouts(every / name)
+        assert counts[name] == len(ids) > 0, name
+    assert counts["tokens"] != counts["prime-sft"]
+    alone = tmp_path / "alone"
+    export([runs], alone, ExportOptions(filter="all", formats=("prime-sft",)))
+    assert _card_rollouts(alone / "prime-sft") == counts["prime-sft"]

@@ -112,7 +112,8 @@ def make_summary(rows: int, **overrides: Any) -> ExportSummary:
         "repairs": 4,
         "branches_written": rows,
         "format_rows": {"prime-sft": rows},
-        "rollouts_written": 6,
+        "rollouts_written": 7,
+        "format_rollouts": {"prime-sft": 6},
         "models": ["qwen3-coder", "gpt|odd"],
         "experiments": ["exp-a"],
         "tokens": TokenUsage(

@@ -57,6 +57,7 @@ def test_card_body_tells_the_reader_what_is_there(tmp_path: Path) -> None:
         "`exp-a`",
         "| Rollouts read | 12 |",
         "| Training-ready rollouts | 9 |",
+        "| Rollouts with rows here | 6 |",
         "| Rows (conversation branches) | 4 in 2 Parquet shard(s) |",
         "6 (pass rate 50.0%)",
         "| incomplete_consumed | 2 |",
