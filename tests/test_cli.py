@@ -48,6 +48,27 @@ def test_export_then_validate(samples: Path, tmp_path: Path) -> None:
     assert report["violations"][0]["rollout_id"] == rows[0]["rollout_id"]
 
 
+def test_validate_says_a_problem_of_the_whole_export_as_a_sentence_on_one_line(
+    samples: Path, tmp_path: Path
+) -> None:
+    """A folder-level problem names no rollout, and no line is wrapped at the 80 columns a
+    console assumes when it writes to a pipe."""
+    import shutil
+
+    out = tmp_path / ("a-long-folder-name-so-that-the-lines-pass-eighty-columns" * 2)
+    formats = ("--format", "prime-sft", "--format", "atif")
+    cli("export", str(samples), "--out", str(out), *formats, check=True)
+    shutil.rmtree(out / "prime-sft")
+    proc = cli("validate", str(out / "results.jsonl"), env={"COLUMNS": None})
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines == [
+        "violation in the export: prime-sft/: the export wrote this format but the folder is gone",
+        lines[-1],
+    ]
+    assert lines[-1].startswith("validated ") and lines[-1].endswith("): 1 violation(s)")
+
+
 def test_validate_notices_a_changed_raw_log(samples: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     cli("export", str(samples), "--out", str(out), check=True)

@@ -222,20 +222,33 @@ def _validate(
     if json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
-        for v in report.violations:
-            console.print(f"[red]violation[/red] {v.rollout_id}: {v.reason}", highlight=False)
-        verdict = (
-            "[green]healthy[/green]"
-            if report.ok
-            else f"[red]{len(report.violations)} violation(s)[/red]"
-        )
-        console.print(
-            f"validated {report.rows} rows ({report.training_ready} training-ready, "
-            f"{report.parquet_rows} Parquet rows"
-            + (f", {report.documents} documents" if report.documents else "")
-            + f"): {verdict}"
-        )
+        _print_report(report)
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _print_report(report: Any) -> None:
+    """One line per violation, then the verdict; lines are never wrapped (a pipe or a log
+    file gets each one whole), and what the export holds is never read as markup."""
+    from rich.markup import escape
+
+    for v in report.violations:
+        # A problem of the export as a whole (a folder, the set of rows) names no rollout.
+        where = "in the export" if v.rollout_id is None else escape(v.rollout_id)
+        console.print(
+            f"[red]violation[/red] {where}: {escape(v.reason)}", highlight=False, soft_wrap=True
+        )
+    verdict = (
+        "[green]healthy[/green]"
+        if report.ok
+        else f"[red]{len(report.violations)} violation(s)[/red]"
+    )
+    console.print(
+        f"validated {report.rows} rows ({report.training_ready} training-ready, "
+        f"{report.parquet_rows} Parquet rows"
+        + (f", {report.documents} documents" if report.documents else "")
+        + f"): {verdict}",
+        soft_wrap=True,
+    )
 
 
 def register(app: typer.Typer) -> None:
