@@ -29,7 +29,7 @@ from contagent import wire
 from contagent.errors import ContagentError
 from contagent.rawlog.records import OUTCOMES, SCHEMA_VERSION
 from contagent.rawlog.resent import ResentHistory
-from contagent.rawlog.stream import MAX_RAW_LOG_BYTES, LogStream, Sha256
+from contagent.rawlog.stream import CHUNK, MAX_RAW_LOG_BYTES, CorruptLog, LogStream, Sha256
 from contagent.versions import check_version
 from contagent.wire.chat import cached_tokens, usage_counts
 
@@ -45,9 +45,9 @@ class RawRollout:
     size: int
     requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[int, dict[str, Any]] = field(default_factory=dict)
-    #: (kind, text) of each integrity problem; kinds: duplicate_record, index_gap,
-    #: no_outcome, no_request, torn_line, the Responses mapping's responses_chain, and
-    #: both mappings' unsupported_item
+    #: (kind, text) of each integrity problem; kinds: corrupt_log, duplicate_record,
+    #: index_gap, no_outcome, no_request, torn_line, the Responses mapping's
+    #: responses_chain, and both mappings' unsupported_item
     problems: list[tuple[str, str]] = field(default_factory=list)
     digest: Sha256 | None = field(default=None, repr=False, compare=False)
 
@@ -110,7 +110,33 @@ def parse_exchanges(path: Path, data: bytes) -> RawRollout:
 
 
 def parse_stream(stream: LogStream) -> RawRollout:
-    """Parse the record stream of ``stream`` as it is read, a block of lines at a time."""
+    """Parse the record stream of ``stream`` as it is read, a block of lines at a time.
+
+    A corrupt compacted log is read as a rollout with no records and the problem
+    ``corrupt_log``, whose ``size`` and ``sha256`` are the stored file's (there is no
+    record stream to count): one bad file never stops an export, and the row says why.
+    """
+    try:
+        return _parse_stream(stream)
+    except CorruptLog as exc:
+        return _corrupt(stream.path, exc)
+
+
+def _corrupt(path: Path, exc: CorruptLog) -> RawRollout:
+    digest, size = Sha256(), 0
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as err:
+        raise ContagentError(f"{path}: cannot read ({err.strerror})") from None
+    finally:
+        digest.finish()
+    return RawRollout(path=path, size=size, problems=[("corrupt_log", str(exc))], digest=digest)
+
+
+def _parse_stream(stream: LogStream) -> RawRollout:
     path = stream.path
     raw = RawRollout(path=path, size=0)
     reader = ResentHistory()
@@ -122,8 +148,10 @@ def parse_stream(stream: LogStream) -> RawRollout:
                 for start, end in _lines(data, first, stop):
                     lineno += 1
                     _record(raw, path, lineno, reader, start, end)
-        except ContagentError:
-            stream.drain()  # a log past the limit is refused for that first
+        except Exception:
+            # A log past the limit is refused for that first, and a line of a compacted log
+            # that fails to parse may be zstd's corruption, found only further on.
+            stream.drain()
             raise
     except BaseException:
         stream.digest.hexdigest()  # no thread outlives a failed read

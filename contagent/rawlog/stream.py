@@ -178,7 +178,7 @@ class LogStream:
         except FileNotFoundError:
             raise ContagentError(f"{self.path}: raw exchange log not found") from None
         except zstandard.ZstdError as exc:
-            raise ContagentError(f"{self.path}: corrupt zstd frame ({exc})") from None
+            raise CorruptLog.of(self.path, str(exc)) from None
         except OSError as exc:
             raise ContagentError(f"{self.path}: cannot read ({exc.strerror})") from None
         finally:
@@ -206,7 +206,7 @@ class LogStream:
             with self.path.open("rb", buffering=1 << 16) as walk:
                 declared = [frame_size for _, frame_size in frames(walk, size)]
         except (ValueError, zstandard.ZstdError) as exc:
-            raise ContagentError(f"{self.path}: corrupt zstd frame ({exc})") from None
+            raise CorruptLog.of(self.path, str(exc)) from None
         if sum(max(s, 0) for s in declared) > self.max_bytes:
             raise too_large(self.path, self.max_bytes)
         if -1 in declared:  # counted before any line is read: bounds a bomb's one line too
@@ -219,6 +219,45 @@ class LogStream:
             fh.seek(0)
         reader = zstd_decompressor().stream_reader(fh, read_across_frames=True)
         return reader.read
+
+
+class CorruptLog(ContagentError):
+    """A compacted log whose zstd data does not decompress whole (cut short, a flipped bit,
+    a frame this reader refuses). Nothing read from it can be trusted: zstd checks a frame's
+    content only at its end, so bytes it gave before may be wrong too."""
+
+    def __init__(self, path: Path, offset: int, detail: str) -> None:
+        super().__init__(f"{path}: corrupt compacted log: zstd fails at byte {offset} ({detail})")
+        self.offset = offset
+
+    @classmethod
+    def of(cls, path: Path, detail: str) -> CorruptLog:
+        return cls(path, failing_offset(path), detail)
+
+
+#: compressed bytes fed at a time while :func:`failing_offset` looks for the bad one
+_PROBE = 1024
+
+
+def failing_offset(path: Path) -> int:
+    """The byte of the compacted log ``path`` at which zstd fails, to within :data:`_PROBE`
+    bytes: the end of the piece whose decompression raised, or the file's length when none
+    did (it ends inside a frame). Decompresses the file once more, on the error path only."""
+    dctx = zstd_decompressor()
+    dobj = dctx.decompressobj()
+    offset = 0
+    with Path(path).open("rb") as fh:
+        while piece := fh.read(_PROBE):
+            offset += len(piece)
+            try:
+                while piece:
+                    dobj.decompress(piece)
+                    piece = dobj.unused_data if dobj.eof else b""
+                    if dobj.eof:
+                        dobj = dctx.decompressobj()
+            except zstandard.ZstdError:
+                return offset
+    return offset
 
 
 def _pieces(read: Callable[[int], bytes], chunk: int) -> Iterator[bytes]:

@@ -37,6 +37,7 @@ NotReadyKind = Literal[
     "no_request",
     "duplicate_record",
     "torn_line",
+    "corrupt_log",
     "consumed_incomplete",
     "missing_usage",
     "tool_protocol",

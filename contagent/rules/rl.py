@@ -34,6 +34,7 @@ NOT_READY_CLASS: dict[str, KindClass] = {  # every NotReadyKind (a test holds th
     "no_request": "record",
     "duplicate_record": "record",
     "torn_line": "record",
+    "corrupt_log": "record",
     "missing_usage": "record",
     "unanswered_tool_call": "record",
     "partial_execution": "record",

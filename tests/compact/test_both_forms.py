@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import random
+import re
 import shutil
 import tracemalloc
 from pathlib import Path
@@ -18,7 +20,7 @@ from contagent.layout import RolloutPaths, RunPaths
 from contagent.rawlog.compact import compact_dirs, compact_rollout, compression_parameters
 from contagent.rawlog.read import read_exchanges
 from contagent.rawlog.result import RolloutResult
-from contagent.rawlog.stream import read_log_bytes
+from contagent.rawlog.stream import CorruptLog, read_log_bytes
 from contagent.runner.executors.transfer import land, pack
 from contagent.runner.lifecycle.rollout import RolloutPlan, token_totals
 from contagent.runner.run import prepare_rollouts
@@ -175,26 +177,112 @@ def test_decompression_stops_at_the_limit_of_a_bomb(tmp_path: Path) -> None:
     [
         (lambda z: z[: len(z) // 2], "the file ends inside a frame"),
         (lambda z: z[:-1], "the file ends inside a frame"),
-        (lambda z: z[:40] + bytes([z[40] ^ 0xFF]) + z[41:], "corrupt zstd frame"),
+        (lambda z: z[:40] + bytes([z[40] ^ 0xFF]) + z[41:], "zstd decompress error"),
         (lambda z: z + b"trailing", "no zstd frame at byte"),
         (lambda z: b"", "the file is empty"),
-        (lambda z: b"{not zstd}", "corrupt zstd frame"),
+        (lambda z: b"{not zstd}", "no zstd frame at byte 0"),
     ],
 )
-def test_a_corrupt_compacted_log_is_one_error_naming_the_file(
+def test_a_corrupt_compacted_log_reads_as_one_problem_naming_the_file_and_byte(
     tmp_path: Path, mangle: object, message: str
 ) -> None:
+    """Its readers of records see no record and the kind corrupt_log; a reader of its bytes
+    gets the same one-line error."""
     path = _zst(tmp_path / "exchanges.jsonl.zst", LOG * 500)
     path.write_bytes(mangle(path.read_bytes()))  # type: ignore[operator]
-    with pytest.raises(ContagentError, match=message) as err:
+    raw = read_exchanges(path)
+    assert not raw.requests and not raw.outcomes
+    ((kind, reason),) = raw.problems
+    assert kind == "corrupt_log" and reason.startswith(f"{path}: corrupt compacted log: ")
+    assert re.search(r"zstd fails at byte \d+ \(.*" + re.escape(message), reason), reason
+    stored = path.read_bytes()
+    assert (raw.size, raw.sha256) == (len(stored), hashlib.sha256(stored).hexdigest())
+    with pytest.raises(CorruptLog) as err:
+        read_log_bytes(path)
+    assert str(err.value) == reason and "\n" not in reason
+
+
+def test_a_line_that_corruption_made_unparsable_reads_as_corruption(tmp_path: Path) -> None:
+    """Raw literals (a negative level) hold the record's bytes as they are: a flipped ``{``
+    breaks the line's JSON before zstd's checksum, at the frame's end, finds the change."""
+    packed = zstandard.ZstdCompressor(level=-5, write_checksum=True).compress(LOG)
+    at = packed.index(b'{"type"')
+    path = tmp_path / "exchanges.jsonl.zst"
+    path.write_bytes(packed[:at] + b"[" + packed[at + 1 :])
+    assert [k for k, _ in read_exchanges(path).problems] == ["corrupt_log"]
+    # the same line in a sound frame is a malformed record, which stops the reader
+    path.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(b"[" + LOG[1:]))
+    with pytest.raises(ContagentError, match=r":1: malformed JSON"):
         read_exchanges(path)
-    assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
 
 
 def test_a_frame_needing_a_larger_window_than_compaction_uses_is_refused(tmp_path: Path) -> None:
     path = _zst(tmp_path / "exchanges.jsonl.zst", LOG * 500, declared=False, window_log=30)
-    with pytest.raises(ContagentError, match="corrupt zstd frame"):
-        read_exchanges(path)
+    assert [k for k, _ in read_exchanges(path).problems] == ["corrupt_log"]
+
+
+def _compacted_samples(samples: Path) -> dict[str, Path]:
+    compact_dirs([samples])
+    return {p.parent.name: p for p in samples.rglob("exchanges.jsonl.zst")}
+
+
+def _flip(path: Path, at: float) -> int:
+    data = bytearray(path.read_bytes())
+    where = int(len(data) * at)
+    data[where] ^= 0x04
+    path.write_bytes(bytes(data))
+    return where
+
+
+@pytest.mark.parametrize("at", [0.02, 0.3, 0.6, 0.9, 0.999])
+def test_a_flipped_bit_anywhere_is_found_at_or_after_its_byte(
+    samples: Path, tmp_path: Path, at: float
+) -> None:
+    """zstd checks a frame's content only at its end: whatever a flipped bit does first (a
+    bad block, a line that is not JSON, a wrong checksum), the log reads as corrupt, at a
+    byte no earlier than the flip."""
+    log = _compacted_samples(samples)["clean_pass"]
+    where = _flip(log, at)
+    ((kind, reason),) = read_exchanges(log).problems
+    offset = int(re.search(r"zstd fails at byte (\d+)", reason)[1])  # type: ignore[index]
+    assert kind == "corrupt_log" and where < offset <= log.stat().st_size
+
+
+def test_an_export_with_corrupt_compacted_logs_keeps_every_other_rollout(
+    samples: Path, tmp_path: Path
+) -> None:
+    """A truncated and a bit-flipped compacted log: each is a row that is not training-ready
+    (corrupt_log, naming the file and the byte), the summary counts them, the export exits
+    0 as for a torn plain log, every other row is what a sound export wrote, and validate
+    finds the export healthy."""
+    logs = _compacted_samples(samples)
+    sound = tmp_path / "sound"
+    assert cli("export", str(samples), "--out", str(sound), "--filter", "all").returncode == 0
+    cut = logs["clean_pass"]
+    cut.write_bytes(cut.read_bytes()[:-100])
+    _flip(logs["fragments"], 0.5)
+    out = tmp_path / "out"
+    proc = cli("export", str(samples), "--out", str(out), "--filter", "all", "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"not ready: corrupt_log +│ 2 ", proc.stderr), proc.stderr
+    before = {r["rollout_id"]: r for r in _rows(sound / "results.jsonl")}
+    after = {r["rollout_id"]: r for r in _rows(out / "results.jsonl")}
+    assert after.keys() == before.keys()
+    for rid in ("clean_pass", "fragments"):
+        row = after.pop(rid)
+        assert row["not_ready_kinds"][0] == "corrupt_log" and not row["training_ready"]
+        assert (
+            f"{logs[rid]}: corrupt compacted log: zstd fails at byte "
+            in (row["training_ready_reason"])
+        )
+        assert row["steps"] == [] and row["raw_log"]["bytes"] == logs[rid].stat().st_size
+        del before[rid]
+    assert after == before
+    summary = orjson.loads((out / "export-summary.json").read_bytes())
+    assert summary["not_ready_reasons"]["corrupt_log"] == 2
+    checked = cli("validate", str(out / "results.jsonl"))
+    assert checked.returncode == 0, checked.stderr
+    assert validate(out / "results.jsonl").ok
 
 
 def test_concatenated_frames_read_as_one_stream(tmp_path: Path) -> None:
