@@ -15,8 +15,9 @@ def compact(
         list[Path], typer.Argument(help="Rollout directories, or folders above them.")
     ],
 ) -> None:
-    """Replace each finished exchanges.jsonl by exchanges.jsonl.zst (same records, ~1% of the
-    bytes). Logs still being recorded are skipped; every reader takes either form.
+    """Replace each finished exchanges.jsonl by exchanges.jsonl.zst: the same records, in 0.4%
+    of a 200-step log's size (docs/benchmarks.md). Logs still being recorded are skipped;
+    every reader takes either form.
 
     Exit 0 when every log is compacted (or already was), 1 when one was skipped or failed.
     """

@@ -14,7 +14,12 @@ from contagent.cli._common import console, fail, run_guarded
 
 
 def _gc(
-    run_id: Annotated[str | None, typer.Option(help="Only this run's leftovers.")] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            help="Only this run's leftovers (default: every run of yours whose driver is gone)."
+        ),
+    ] = None,
     owner: Annotated[
         str | None,
         typer.Option(help="Owner label to clean (default: you, as `contagent run` labels it)."),
@@ -23,7 +28,8 @@ def _gc(
         bool,
         typer.Option(
             "--images",
-            help="Also remove your cached Harbor task images and agent-derived images.",
+            help="Also remove your cached Harbor task images and agent-derived images "
+            "(default: off, containers and networks only).",
         ),
     ] = False,
 ) -> None:
@@ -61,7 +67,10 @@ def _build(
     ] = "python:3.13-slim",
     ca_bundle: Annotated[
         Path | None,
-        typer.Option(help="CA bundle pip trusts during the build (TLS-intercepting proxies)."),
+        typer.Option(
+            help="CA bundle pip trusts during the build (TLS-intercepting proxies); "
+            "default: the base image's own store."
+        ),
     ] = None,
 ) -> None:
     """Build the runner image of each chosen agent (its pinned agent on the base image).

@@ -70,13 +70,14 @@ def _export(
         typer.Option(
             "--license",
             help="Hub license id the dataset cards declare (e.g. apache-2.0, cc-by-4.0); "
-            "without it: 'other', with the model's and tasks' terms.",
+            "default: none, and the cards declare 'other', with the model's and tasks' terms.",
         ),
     ] = None,
     push_to_hub: Annotated[
         str | None,
         typer.Option(
-            help="Then upload the dataset folder (one --format) to this Hub repo (ORG/NAME)."
+            help="Then upload the dataset folder (one --format) to this Hub repo (ORG/NAME); "
+            "default: no upload."
         ),
     ] = None,
     hub_private: Annotated[
@@ -92,7 +93,10 @@ def _export(
     ] = "grpo",
     group_by: Annotated[
         list[str] | None,
-        typer.Option(help="tokens: add to the group key (task and model): agent."),
+        typer.Option(
+            help="tokens: add to the group key (task and model): agent (repeatable; "
+            "default: task and model alone)."
+        ),
     ] = None,
     allow_raw_logprobs: Annotated[
         bool,
@@ -105,7 +109,12 @@ def _export(
         typer.Option(help="tokens: keep the tokens a grammar constrained in the mask."),
     ] = False,
 ) -> None:
-    """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs."""
+    """Rebuild results.jsonl and the training formats' dataset folders from raw exchange logs.
+
+    Exit 0 when every rollout has its row (one not training-ready, a torn or corrupt raw log
+    among them, is counted in the summary), 2 unusable input or options (nothing is written),
+    3 a row that would lose an exchange (refused), 130 interrupted.
+    """
     lean_pyarrow()
     from contagent.export.exporter import ExportOptions, export
 
@@ -207,7 +216,13 @@ def _summary_table(summary: Any) -> Table:
 
 def _validate(
     results: Annotated[Path, typer.Argument(help="The results.jsonl an export wrote.")],
-    json: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
+    json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print a machine-readable report on stdout (default: off, lines on stderr).",
+        ),
+    ] = False,
     max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Prove from the raw logs that an export kept every rule.

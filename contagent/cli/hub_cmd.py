@@ -32,7 +32,14 @@ def upload(
         str | None,
         typer.Option("--revision", help="Branch to commit to (created if missing); default main."),
     ] = None,
-    message: Annotated[str | None, typer.Option("--message", help="Commit message.")] = None,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message",
+            help="Commit message (default: 'Upload N shard(s) and dataset card with "
+            "contagent VERSION').",
+        ),
+    ] = None,
 ) -> None:
     """Upload the shards and card of FOLDER to a Hub dataset repo in one commit.
 

@@ -13,7 +13,9 @@ from contagent.cli import rl_options as rl
 from contagent.cli._common import console, run_guarded
 from contagent.errors import ContagentError
 
-_LIMIT = " Default: contagent.proxy.http1.Limits (docs/proxy.md)."
+#: The client limits' defaults are contagent.proxy.http1.Limits' (a test holds them equal);
+#: stated here so that --help shows them without importing the proxy.
+_LIMIT = " See docs/proxy.md."
 
 
 def _proxy(
@@ -27,7 +29,10 @@ def _proxy(
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 0,
     upstream_api_key_env: Annotated[
         str | None,
-        typer.Option(help="Environment variable holding the upstream API key."),
+        typer.Option(
+            help="Environment variable holding the upstream API key (default: none, and "
+            "no key goes upstream: the client's own credentials are never forwarded)."
+        ),
     ] = None,
     upstream_auth_header: Annotated[
         str,
@@ -37,39 +42,42 @@ def _proxy(
         ),
     ] = "Authorization",
     upstream_timeout: Annotated[
-        float | None,
-        typer.Option(help="Seconds to wait for upstream bytes before giving up (504)."),
-    ] = None,
+        float,
+        typer.Option(
+            help="Seconds of upstream silence (connecting, then each wait for its bytes) "
+            "before giving up: 504, or an error event once the answer started. Long enough "
+            "for a long generation's first token; a stream's tokens each restart it."
+        ),
+    ] = 600.0,
     upstream_ca: Annotated[
         Path | None,
         typer.Option(
             help="PEM file of the CA(s) that sign an https upstream's certificate; "
-            "trusted instead of the system's store."
+            "trusted instead of the system's store (the default)."
         ),
     ] = None,
     max_clients: Annotated[
-        int | None, typer.Option(help="Client connections open at once; more get 503." + _LIMIT)
-    ] = None,
+        int, typer.Option(help="Client connections open at once; more get 503." + _LIMIT)
+    ] = 1024,
     max_body: Annotated[
-        int | None, typer.Option(help="Request body bytes; larger bodies get 413." + _LIMIT)
-    ] = None,
+        int, typer.Option(help="Request body bytes; larger bodies get 413." + _LIMIT)
+    ] = 256 * 1024 * 1024,
     max_target: Annotated[
-        int | None, typer.Option(help="Request-target bytes; longer targets get 414." + _LIMIT)
-    ] = None,
+        int, typer.Option(help="Request-target bytes; longer targets get 414." + _LIMIT)
+    ] = 8 * 1024,
     max_head: Annotated[
-        int | None,
-        typer.Option(help="Request line and header bytes; larger heads get 431." + _LIMIT),
-    ] = None,
+        int, typer.Option(help="Request line and header bytes; larger heads get 431." + _LIMIT)
+    ] = 64 * 1024,
     max_headers: Annotated[
-        int | None, typer.Option(help="Header fields per request; more get 431." + _LIMIT)
-    ] = None,
+        int, typer.Option(help="Header fields per request; more get 431." + _LIMIT)
+    ] = 100,
     head_timeout: Annotated[
-        float | None,
+        float,
         typer.Option(help="Seconds a client may take to send a request head (408)." + _LIMIT),
-    ] = None,
+    ] = 30.0,
     idle_timeout: Annotated[
-        float | None, typer.Option(help="Seconds an idle client connection is kept open." + _LIMIT)
-    ] = None,
+        float, typer.Option(help="Seconds an idle client connection is kept open." + _LIMIT)
+    ] = 75.0,
     tokens: Annotated[
         str,
         typer.Option(
@@ -95,6 +103,9 @@ def _proxy(
 
     Prints the URL it listens on; stops on SIGINT/SIGTERM after recording the
     requests in flight.
+
+    Exit 0 when a signal stopped it, 2 when it cannot start (an option, the address to
+    listen on, the upstream's CA file).
     """
     from contagent.proxy import ProxyOptions, ProxyRunSummary, run_proxy
 
@@ -104,7 +115,7 @@ def _proxy(
             key = os.environ.get(upstream_api_key_env)
             if not key:
                 raise ContagentError(f"environment variable {upstream_api_key_env} is not set")
-        if upstream_timeout is not None and upstream_timeout <= 0:
+        if upstream_timeout <= 0:
             raise ContagentError("--upstream-timeout must be positive")
         from contagent.proxy.http1 import Limits
 
@@ -114,7 +125,7 @@ def _proxy(
             "idle_timeout": idle_timeout, "max_clients": max_clients,
         }  # fmt: skip
         try:
-            limits = Limits(**{k: v for k, v in given.items() if v is not None})
+            limits = Limits(**given)
         except ValueError as exc:
             raise ContagentError(str(exc).replace("limit ", "--").replace("_", "-")) from None
         if record_dir.exists() and not record_dir.is_dir():
@@ -175,7 +186,9 @@ def _reward(
     ] = None,
     group: Annotated[
         str | None,
-        typer.Option(help="The attempts it is grouped with, e.g. the task's name."),
+        typer.Option(
+            help="The attempts it is grouped with, e.g. the task's name (default: not said)."
+        ),
     ] = None,
 ) -> None:
     """Record the reward of a rollout of contagent proxy alone in DIR/reward.json, as the

@@ -21,21 +21,23 @@ SamplingOverride = Annotated[
     typer.Option(
         help="Sampling the proxy pins on every generation request, replacing the client's: "
         "KEY=VALUE,... with KEY one of temperature, top_p, top_k, min_p, presence_penalty, "
-        "frequency_penalty, repetition_penalty, seed, max_tokens. See docs/proxy.md."
+        "frequency_penalty, repetition_penalty, seed, max_tokens. Default: none pinned. "
+        "See docs/proxy.md."
     ),
 ]
 SamplingDefaults = Annotated[
     str | None,
     typer.Option(
         help="Sampling the proxy fills in where the client set none, e.g. "
-        "temperature=0.6,top_p=0.95 (keys as --sampling-override)."
+        "temperature=0.6,top_p=0.95 (keys as --sampling-override). Default: none filled in."
     ),
 ]
 ChatTemplate = Annotated[
     Path | None,
     typer.Option(
         help="A chat template (Jinja) sent with every chat request that has none; vLLM "
-        "needs --trust-request-chat-template. See docs/tokens.md."
+        "needs --trust-request-chat-template. Default: none sent (the served model's own). "
+        "See docs/tokens.md."
     ),
 ]
 

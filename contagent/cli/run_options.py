@@ -62,14 +62,14 @@ ApiKey = Annotated[
     str | None,
     typer.Option(
         envvar="CONTAGENT_API_KEY",
-        help="Key for the LLM server; given to the proxy only, never to the agent.",
+        help="Key for the LLM server; given to the proxy only, never to the agent (default: none).",
     ),
 ]
 VllmCa = Annotated[
     Path | None,
     typer.Option(
         help="PEM file of the CA(s) signing an https --vllm-url's certificate "
-        "(instead of the system's store)."
+        "(instead of the system's store, the default)."
     ),
 ]
 Tokens = Annotated[
@@ -92,7 +92,8 @@ WaitForLlm = Annotated[
 
 ExperimentsDir = Annotated[Path, typer.Option(help="Folder of experiment folders.")]
 Experiment = Annotated[
-    list[str] | None, typer.Option(help="Run only this experiment (repeatable).")
+    list[str] | None,
+    typer.Option(help="Run only this experiment (repeatable; default: every one)."),
 ]
 LogDir = Annotated[Path, typer.Option(help="Where logs and rollout folders go.")]
 SkillsDir = Annotated[Path, typer.Option(help="Folder of skill folders (<name>/SKILL.md).")]
@@ -115,17 +116,19 @@ AllowInternet = Annotated[
     typer.Option(
         "--allow-internet",
         help="Harbor tasks: give the agent phase a route out too (the LLM still "
-        "goes through the recording proxy).",
+        "goes through the recording proxy). Default: off, no route out.",
     ),
 ]
 TaskEnv = Annotated[
     list[str] | None,
     typer.Option(
         help="A host variable a Harbor task's ${VAR} env values may read (repeatable); "
-        "no other is ever read."
+        "no other is ever read (default: none)."
     ),
 ]
-OpenhandsImage = Annotated[str | None, typer.Option(help="Same as --image openhands=NAME.")]
+OpenhandsImage = Annotated[
+    str | None, typer.Option(help="Same as --image openhands=NAME (default: as --image).")
+]
 
 # -- How it runs: parallelism, repeats, limits ---------------------------------------------
 
@@ -136,7 +139,7 @@ RayAddress = Annotated[
     str | None,
     typer.Option(
         help="Run each rollout as a task on this Ray cluster (`auto` or HOST:PORT; "
-        "needs `pip install 'contagent[ray]'`); default: on this host."
+        "needs `pip install 'contagent\\[ray]'`); default: on this host."
     ),
 ]
 RolloutCpus = Annotated[
@@ -169,7 +172,9 @@ MaxOutputTokens = Annotated[
 ]
 ExtraBody = Annotated[
     str | None,
-    typer.Option(help="JSON object merged into every request body, e.g. '{\"top_k\": 20}'."),
+    typer.Option(
+        help="JSON object merged into every request body, e.g. '{\"top_k\": 20}' (default: none)."
+    ),
 ]
 LlmTimeout = Annotated[
     float, typer.Option(help="Seconds per LLM request before the agent gives up on it.")
@@ -195,7 +200,8 @@ StreamSamples = Annotated[
     typer.Option(
         help="Append each finished group (an experiment's --repeat rollouts with one agent) "
         "as one JSON line naming its samples' Parquet shard under --log-dir/stream/ to this "
-        "file or named pipe; a pipe with no reader holds the run back (docs/engine.md).",
+        "file or named pipe; a pipe with no reader holds the run back (docs/engine.md). "
+        "Default: off.",
     ),
 ]
 

@@ -20,7 +20,9 @@ def view(
         str, typer.Option(help="Address to listen on (loopback unless you mean to share it).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
-    no_open: Annotated[bool, typer.Option("--no-open", help="Do not open a browser.")] = False,
+    no_open: Annotated[
+        bool, typer.Option("--no-open", help="Do not open a browser (default: open one).")
+    ] = False,
     max_raw_log: Annotated[str | None, typer.Option(help=MAX_RAW_LOG_HELP)] = None,
 ) -> None:
     """Serve summary charts, the rollout list and each rollout's exchanges until Ctrl+C."""
