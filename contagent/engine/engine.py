@@ -26,6 +26,7 @@ from contagent.engine.group_build import (
     off_policy_filter,
     read_finished,
 )
+from contagent.engine.server_control import ServerControl, VersionNames
 from contagent.errors import ContagentError
 from contagent.export.dataset_folder import rows_to_batch
 from contagent.layout import RunPaths
@@ -78,6 +79,9 @@ class Engine:
         self.config = replace(config, run=run)
         self.paths = RunPaths(Path(run.log_dir))
         self._factory = executor or open_executor
+        self.server: ServerControl | None = None
+        """vLLM's own version and pause, when the server has them (``server_versions``)."""
+        self.version_names = VersionNames(self.paths.root / "policy_versions.jsonl")
         self._executor: RolloutExecutor | None = None
         self._tokens: tuple[bool, dict[str, Any] | None] = (False, None)
         self._tasks: dict[str, Task] = {}
@@ -126,8 +130,25 @@ class Engine:
         wait_until_ready(server, run.wait_for_llm_s, lambda m: log.info("%s", m))
         plan = server.token_plan(run.tokens)
         log.info("%s", plan.line)
+        self._find_server_versions()
         rows_to_batch([])  # pyarrow's first conversion imports pandas: not on a group's time
         return plan.record, plan.server
+
+    def _find_server_versions(self) -> None:
+        run, mode = self.config.run, self.config.server_versions
+        if mode == "off":
+            return
+        self.server = ServerControl.probe(run.upstream_url, run.api_key, run.upstream_ca)
+        if self.server is None:
+            if mode == "on":
+                raise ContagentError(
+                    "the LLM server has no /weight_info: start vLLM with VLLM_SERVER_DEV_MODE=1"
+                    " or use server_versions='off'"
+                )
+            return
+        name = self.server.weight_version()
+        self.gate.set_version(self.version_names.number(name, self.gate.version))
+        log.info("policy versions: the server's weight_version %r is %d", name, self.gate.version)
 
     async def stop(self) -> None:
         """Stop as Ctrl-C stops a run: running rollouts are cancelled (their containers and
@@ -150,18 +171,40 @@ class Engine:
         return self.gate.version
 
     def set_policy_version(self, version: int) -> None:
-        """New weights are live: exchanges from now on are stamped ``version``."""
+        """New weights are live: exchanges from now on are stamped ``version`` (a server with
+        its own version is told it too: its ``weight_version`` becomes ``str(version)``)."""
+        if version < self.gate.version:
+            raise ValueError(f"policy version {version} is older than {self.gate.version}")
+        if self.server is not None:
+            self.server.set_weight_version(str(version))
+            self.version_names.number(str(version), version)
         self.gate.set_version(version)
+
+    def sync_policy_version(self) -> int:
+        """Take the server's ``weight_version`` as it is now (a trainer that set it on the
+        server itself); the policy version, unchanged without a server that has one."""
+        if self.server is not None:
+            number = self.version_names.number(self.server.weight_version(), self.gate.version)
+            self.gate.set_version(max(number, self.gate.version))
+        return self.gate.version
 
     async def pause(self, timeout: float | None = 60.0) -> bool:
         """Hold new upstream requests at the proxies, then wait until the requests already
         upstream ended (none is aborted); False when ``timeout`` (s) ran out first, the
-        pause still on. Every agent's next request waits until :meth:`resume`."""
+        pause still on. Every agent's next request waits until :meth:`resume`. A server
+        with its own pause is then paused too, in ``wait`` mode."""
         self.gate.pause()
-        return await asyncio.to_thread(self.gate.wait_idle, timeout)
+        idle = await asyncio.to_thread(self.gate.wait_idle, timeout)
+        if idle and self.server is not None:
+            await asyncio.to_thread(self.server.pause)
+        return idle
 
     def resume(self) -> None:
-        """Let the held requests go upstream."""
+        """Let the held requests go upstream (a server with its own version: stamped with
+        the version it reports now, after its own resume)."""
+        if self.server is not None:
+            self.sync_policy_version()
+            self.server.resume()
         self.gate.resume()
 
     # -- submitting and taking groups -----------------------------------------------

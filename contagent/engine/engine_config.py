@@ -29,7 +29,12 @@ class EngineConfig:
     ``train_constrained``, ``allow_raw_logprobs``, ``max_raw_log``); its formats and filter
     are the tokens format's and ``all``."""
     policy_version: int = 0
-    """The policy version the engine starts at."""
+    """The policy version the engine starts at (a server with its own version: at least it)."""
+    server_versions: str = "auto"
+    """``auto``: where the LLM server serves vLLM's dev-mode ``/weight_info``, ``/pause`` and
+    ``/resume`` (``VLLM_SERVER_DEV_MODE=1``), its ``weight_version`` is the policy version and
+    a pause pauses it too (``mode=wait``); ``on``: refuse a server without them; ``off``:
+    never ask (the versions are :meth:`~contagent.engine.Engine.set_policy_version`'s)."""
 
     def __post_init__(self) -> None:
         if self.max_groups < 1:
@@ -40,5 +45,7 @@ class EngineConfig:
             raise ContagentError("max_off_policy_steps must be 0 or more (or None)")
         if self.export.max_raw_log < 1:
             raise ContagentError("export.max_raw_log must be at least 1 byte")
+        if self.server_versions not in ("auto", "on", "off"):
+            raise ContagentError("server_versions is auto, on or off")
         if self.policy_version < 0:
             raise ContagentError("policy_version must be 0 or more")

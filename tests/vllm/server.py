@@ -70,6 +70,8 @@ def start(model: Path, log: Path, python: str | None = None) -> VllmServer:
         **os.environ,
         "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "TOKENIZERS_PARALLELISM": "false",
+        # the weight-version and pause endpoints a rollout engine uses (test_engine_versions)
+        "VLLM_SERVER_DEV_MODE": "1",
     }  # fmt: skip
     out = log.open("wb")
     proc = subprocess.Popen(

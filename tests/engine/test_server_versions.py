@@ -1,0 +1,51 @@
+"""The server's weight_version strings as the engine's int versions, and an engine told to
+take the server's versions from a server that has none (the real server's endpoints are
+the vLLM tier's: tests/vllm/test_engine_versions.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from contagent.engine import Engine, EngineConfig
+from contagent.engine.server_control import ServerControl, VersionNames
+from contagent.errors import ContagentError
+from contagent.testing.inprocess import InProcessExecutor
+from contagent.testing.llm_stub import RunningStub
+from tests.engine.test_engine import SAMPLING, run_config
+
+
+def test_weight_versions_map_to_ints_in_the_order_seen(tmp_path: Path) -> None:
+    names = VersionNames(tmp_path / "v.jsonl")
+    assert names.number("default", 0) == 0  # the first is where the engine starts
+    assert names.number("step-a", 0) == 1
+    assert names.number("7", 1) == 7  # digits at or past the current int keep their number
+    assert names.number("3", 7) == 8  # digits behind it are a new name like any other
+    assert names.number("step-a", 8) == 1  # a name seen before keeps its number
+    lines = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [(r["weight_version"], r["version"]) for r in lines] == [
+        ("default", 0), ("step-a", 1), ("7", 7), ("3", 8)
+    ]  # fmt: skip
+
+
+def test_a_server_without_the_endpoints(tasks: Path, stub: RunningStub, tmp_path: Path) -> None:
+    assert ServerControl.probe(stub.url, None, None) is None
+    run = run_config(tasks, tmp_path / "logs", stub)
+
+    async def start(mode: str) -> int:
+        config = EngineConfig(run=run, export=SAMPLING, server_versions=mode)
+        async with Engine(config, executor=InProcessExecutor) as engine:
+            assert engine.server is None
+            engine.set_policy_version(2)  # the trainer's own versions
+            engine.resume()
+            return engine.sync_policy_version()
+
+    assert asyncio.run(start("auto")) == asyncio.run(start("off")) == 2
+    with pytest.raises(ContagentError, match="VLLM_SERVER_DEV_MODE=1"):
+        asyncio.run(start("on"))
+    with pytest.raises(ContagentError, match="auto, on or off"):
+        EngineConfig(run=replace(run), server_versions="yes")
