@@ -79,7 +79,11 @@ def test_no_request_is_upstream_across_a_version_change(
             checks["at_pause"] = seen.inflight
             arrived = len(stub.requests)
             engine.set_policy_version(1)
-            await asyncio.sleep(0.5)  # the agents keep asking: held at their proxies
+            for _ in range(3000):  # the agents keep asking: each held at its proxy
+                if engine.gate.held == 4:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
             checks["held"] = engine.gate.held
             checks["arrived_while_paused"] = len(stub.requests) - arrived
             window["resumed"] = time.monotonic()
