@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contagent.translate import responses_echo as echo
 from contagent.translate.responses_request import CUSTOM_INPUT_KEY, NAMESPACE_SEPARATOR
 
 
@@ -209,17 +210,17 @@ def response_object(
         else req["parallel_tool_calls"],
         "temperature": _effective(ctx, "temperature", 1.0),
         "tool_choice": req.get("tool_choice", "auto"),
-        "tools": req.get("tools") or [],
+        "tools": echo.tools(req.get("tools")),
         "top_p": _effective(ctx, "top_p", 1.0),
         "background": bool(req.get("background")),
         "max_output_tokens": _max_output_tokens(ctx, prompt_tokens),
         "max_tool_calls": req.get("max_tool_calls"),
         "previous_response_id": None,
         "prompt": None,
-        "reasoning": req.get("reasoning"),
+        "reasoning": echo.reasoning(req.get("reasoning")),
         "service_tier": req.get("service_tier") or "auto",
         "status": status,
-        "text": req.get("text"),
+        "text": echo.text(req.get("text")),
         "top_logprobs": None,
         "truncation": req.get("truncation") or "disabled",
         "usage": use,

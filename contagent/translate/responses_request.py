@@ -6,8 +6,8 @@ vLLM's Responses server builds chat messages from the input items
 the function tools and the request's template arguments, as the chat route does. The rules:
 
 - ``instructions`` -> a leading system message; ``input`` as a string -> one user message;
-- a message item with a role other than assistant -> that message (its ``type`` key and
-  ``input_text`` parts are read by the chat renderer as plain text);
+- a message item with a role other than assistant -> that message, its ``input_text``
+  parts as ``text`` parts (vLLM's renderer reads both as the same text);
 - an assistant message -> its first part's text as ``content``; a ``reasoning`` item -> its
   first content text (or first summary text) as ``reasoning``; a ``function_call`` -> a tool
   call (a namespaced one named ``<namespace>__<name>``); a ``custom_tool_call`` -> a tool
@@ -24,7 +24,8 @@ the function tools and the request's template arguments, as the chat route does.
   (``continue_final_message``).
 
 Refused (:class:`Untranslatable`): ``previous_response_id`` (the proxy does not store
-responses), ``background``, ``prompt``, encrypted reasoning, images and files, output
+responses), ``background``, ``prompt``, encrypted reasoning, custom tools with a grammar
+format (vLLM refuses them too), images and files, output
 logprobs (``include: ["message.output_text.logprobs"]``), a ``tool_choice`` other than
 ``auto``/``none``/``required``/a named function, and item types vLLM does not read.
 """
@@ -69,6 +70,9 @@ SAMPLING_FIELDS = (
     "ec_transfer_params",
 )
 
+#: Part types that carry text.
+TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
+
 #: Part types that carry no text: refused.
 MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 
@@ -112,6 +116,11 @@ def chat_tools(tools: Any) -> list[dict[str, Any]]:
                     flat = f"{tool.get('name')}{NAMESPACE_SEPARATOR}{inner.get('name')}"
                     out.append(_function(inner, flat))
         elif tool["type"] == "custom":
+            fmt = tool.get("format")
+            if isinstance(fmt, dict) and fmt.get("type") == "grammar":
+                raise Untranslatable(
+                    f"tools[{i}]: custom tools with a grammar format are not supported (vLLM refuses them too)"
+                )
             shim = {"description": tool.get("description"), "parameters": custom_tool_parameters()}
             out.append(_function(shim, str(tool.get("name"))))
     return out
@@ -126,6 +135,21 @@ def _text_parts(item: dict[str, Any], where: str) -> None:
                 raise Untranslatable(
                     f"{where}: {kind} parts are not translated (text-only token route)"
                 )
+
+
+def _role_message(item: dict[str, Any]) -> dict[str, Any]:
+    """A user, system or developer message as the chat route takes it: the ``input_text``
+    parts vLLM's renderer reads as text become ``text`` parts (the chat route's request
+    model refuses the Responses part types), the item's ``type`` key is left out."""
+    content = item.get("content")
+    if isinstance(content, list):
+        content = [
+            {"type": "text", "text": part.get("text", "")}
+            if isinstance(part, dict) and part.get("type") in TEXT_PARTS
+            else part
+            for part in content
+        ]
+    return {k: v for k, v in {**item, "content": content}.items() if k != "type"}
 
 
 def _tool_call(item: dict[str, Any], where: str) -> dict[str, Any]:
@@ -201,7 +225,7 @@ def _item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
         _merge(messages, "content", text)
     elif isinstance(item.get("role"), str) and kind in (None, "message"):
         _text_parts(item, where)
-        messages.append(item)
+        messages.append(_role_message(item))
     else:
         raise Untranslatable(f"{where}: input item type {kind!r} is not translated")
 

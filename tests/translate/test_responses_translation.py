@@ -24,7 +24,7 @@ PATCH = {
     "type": "custom",
     "name": "apply_patch",
     "description": "patch",
-    "format": {"type": "grammar", "syntax": "lark", "definition": "start: x"},
+    "format": {"type": "text"},
 }
 NS = {
     "type": "namespace",
@@ -105,8 +105,8 @@ def test_codex_request_becomes_vllms_chat_messages_and_tools() -> None:
     chat = to_chat_request(codex_body())
     assert chat["messages"] == [
         {"role": "system", "content": "You are Codex."},
-        codex_body()["input"][0],
-        codex_body()["input"][1],
+        {"role": "developer", "content": [{"type": "text", "text": "sandbox: none"}]},
+        {"role": "user", "content": [{"type": "text", "text": "fix it"}]},
         {
             "role": "assistant",
             "reasoning": "long",

@@ -9,6 +9,7 @@ cites: system blocks with a billing header and cache markers, a system message i
 (instructions, developer and user messages of ``input_text`` parts, reasoning items with
 summaries, ``function_call`` / ``function_call_output``, the ``apply_patch`` custom tool
 and its ``custom_tool_call``, a built-in tool beside function tools, ``store: false``).
+``apply_patch`` is the free-form (text) custom tool: vLLM refuses one with a grammar format.
 Each list holds the requests of one conversation in order; every request carries the whole
 history, as both agents send it. ``max_tokens`` is small so the tiny model answers fast.
 """
@@ -182,11 +183,7 @@ CODEX_TOOLS = [
         "type": "custom",
         "name": "apply_patch",
         "description": "Use the `apply_patch` tool to edit files.",
-        "format": {
-            "type": "grammar",
-            "syntax": "lark",
-            "definition": 'start: "*** Begin Patch" /(.|\\n)*/ "*** End Patch"',
-        },
+        "format": {"type": "text"},
     },
     {"type": "web_search"},
 ]

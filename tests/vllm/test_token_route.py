@@ -106,7 +106,9 @@ def merge(scaled: httpx.Client) -> bool:
     """The template decision vLLM's Messages server makes, made through the chat route."""
     resp = scaled.post("/v1/chat/completions", json=template_probe.merge_probe("tiny"))
     decision = template_probe.merge_decision(resp.status_code)
-    assert decision is True  # Qwen3's template refuses a system message after the first
+    # Qwen3's template renders a later system message where it stands; the render check
+    # below holds the decision to vLLM's own on the fixtures' inline system message
+    assert decision is not None
     return decision
 
 
