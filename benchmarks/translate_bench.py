@@ -38,13 +38,22 @@ def answer_chunks(tokens: int) -> list[bytes]:
         choice = {
             "index": 0,
             "delta": delta,
-            "logprobs": {"content": [{"token": "x", "logprob": -0.5, "bytes": [120], "top_logprobs": []}]},
+            "logprobs": {
+                "content": [{"token": "x", "logprob": -0.5, "bytes": [120], "top_logprobs": []}]
+            },
             "finish_reason": finish,
             "stop_reason": None,
             "token_ids": [1000 + done],
         }
         usage = {"prompt_tokens": 2000, "completion_tokens": done, "total_tokens": 2000 + done}
-        body = {"id": "chatcmpl-b", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice], "usage": usage}
+        body = {
+            "id": "chatcmpl-b",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [choice],
+            "usage": usage,
+        }
         return json.dumps(body).encode()
 
     out = [chunk({"role": "assistant", "content": ""}, 0)]
@@ -52,7 +61,11 @@ def answer_chunks(tokens: int) -> list[bytes]:
         delta = {"reasoning": " word"} if i <= tokens // 4 else {"content": " word"}
         out.append(chunk(delta, i, "stop" if i == tokens else None))
     usage = {"prompt_tokens": 2000, "completion_tokens": tokens, "total_tokens": 2000 + tokens}
-    out.append(json.dumps({"id": "chatcmpl-b", "object": "chat.completion.chunk", "choices": [], "usage": usage}).encode())
+    out.append(
+        json.dumps(
+            {"id": "chatcmpl-b", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+        ).encode()
+    )
     out.append(b"[DONE]")
     return out
 
@@ -63,12 +76,18 @@ def _parse(chunks: list[bytes]) -> int:
 
 def _messages(chunks: list[bytes]) -> int:
     writer = MessagesEvents()
-    return sum(len(e) for c in chunks for e in writer.feed("[DONE]" if c == b"[DONE]" else orjson.loads(c)))
+    return sum(
+        len(e) for c in chunks for e in writer.feed("[DONE]" if c == b"[DONE]" else orjson.loads(c))
+    )
 
 
 def _responses(chunks: list[bytes]) -> int:
-    writer = ResponsesEvents(ReplyContext(request={"model": "m", "input": "q"}, max_model_len=32768))
-    return sum(len(e) for c in chunks for e in writer.feed("[DONE]" if c == b"[DONE]" else orjson.loads(c)))
+    writer = ResponsesEvents(
+        ReplyContext(request={"model": "m", "input": "q"}, max_model_len=32768)
+    )
+    return sum(
+        len(e) for c in chunks for e in writer.feed("[DONE]" if c == b"[DONE]" else orjson.loads(c))
+    )
 
 
 def _cpu_ms(work: Any, chunks: list[bytes], rounds: int) -> float:
@@ -92,8 +111,12 @@ def main() -> None:
     responses = _cpu_ms(_responses, chunks, args.rounds)
     print(f"{args.tokens}-token streamed answer, median CPU of {args.rounds} rounds:")
     print(f"  parse chunks only (chat token capture's share)  {parse:7.3f} ms")
-    print(f"  parse + Messages events                         {messages:7.3f} ms  (+{messages - parse:.3f} ms)")
-    print(f"  parse + Responses events                        {responses:7.3f} ms  (+{responses - parse:.3f} ms)")
+    print(
+        f"  parse + Messages events                         {messages:7.3f} ms  (+{messages - parse:.3f} ms)"
+    )
+    print(
+        f"  parse + Responses events                        {responses:7.3f} ms  (+{responses - parse:.3f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from contagent.translate.anthropic_reply import Signer, new_signature, stop_reason, usage
 
 
 def sse_event(name: str, payload: dict[str, Any]) -> bytes:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {data}\n\n".encode()
+    # orjson writes what vLLM's pydantic serialiser writes: compact, non-ASCII as UTF-8
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 def _parses(text: str) -> bool:

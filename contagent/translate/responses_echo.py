@@ -56,7 +56,7 @@ def _filled(value: Any, fields: tuple[str, ...]) -> Any:
 
 
 def tool(value: Any) -> Any:
-    fields = TOOL_FIELDS.get(value.get("type")) if isinstance(value, dict) else None
+    fields = TOOL_FIELDS.get(str(value.get("type"))) if isinstance(value, dict) else None
     if fields is None:
         return value
     out = _filled(value, fields)

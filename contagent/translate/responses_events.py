@@ -28,6 +28,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 from contagent.translate.responses_reply import (
     ReplyContext,
     call_item,
@@ -40,8 +42,8 @@ from contagent.translate.responses_reply import (
 
 
 def sse_event(payload: dict[str, Any]) -> bytes:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {payload['type']}\ndata: {data}\n\n".encode()
+    # orjson writes what vLLM's pydantic serialiser writes: compact, non-ASCII as UTF-8
+    return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 #: The start of the one-string wrapper a custom tool's arguments are sampled in.
