@@ -20,7 +20,12 @@ import aiohttp
 import orjson
 
 from contagent.errors import ContagentError
-from contagent.proxy.probe import LogitsRefused, probe_logprobs_mode, render_defaults
+from contagent.proxy.probe import (
+    LogitsRefused,
+    probe_inline_system,
+    probe_logprobs_mode,
+    render_defaults,
+)
 from contagent.proxy.tokens_mode import check_tokens_mode
 from contagent.wire import server_root
 
@@ -110,7 +115,11 @@ async def _probe(
     mode, how = await probe_logprobs_mode(session, base, found.model, headers, tls)
     found.server.update(logprobs_mode=mode, logprobs_mode_how=how)
     defaults, said = await render_defaults(session, base, found.model, headers, tls)
-    return defaults, [f"logprobs: {mode or 'unknown'} ({how})", f"sampling: {said}"]
+    inline, inline_said = await probe_inline_system(session, base, found.model, headers, tls)
+    if inline is not None:
+        found.server["inline_system"] = inline
+    lines = [f"logprobs: {mode or 'unknown'} ({how})", f"sampling: {said}"]
+    return defaults, [*lines, f"a system message inside Messages: {inline_said}"]
 
 
 def model_owners(listing: Any) -> set[str]:

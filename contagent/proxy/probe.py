@@ -23,6 +23,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.proxy.sampling_options import server_defaults
+from contagent.translate import template_probe
 from contagent.wire.chat_completions import RENDER_ROUTE, ROUTE
 
 #: the probe's fixed request: temperatures, seed, how many top logprobs
@@ -152,3 +153,18 @@ async def render_defaults(
             f"{status}; vLLM serves it with --enable-scale-out)"
         )
     return found, f"server sampling defaults from POST {RENDER_ROUTE}"
+
+
+async def probe_inline_system(
+    session: aiohttp.ClientSession, base: str, model: str, headers: dict[str, str], tls: Any
+) -> tuple[str | None, str]:
+    """How the server's Messages route renders a system message inside ``messages``
+    (:mod:`contagent.translate.template_probe`): ``merged`` into the leading system prompt
+    when its template refuses one after the first turn, else ``in_place``; None: unknown."""
+    status, _ = await _post(session, base + ROUTE, template_probe.merge_probe(model), headers, tls)
+    merged = template_probe.merge_decision(status)
+    if merged is None:
+        return None, f"unknown (the probe answered {status})"
+    if merged:
+        return "merged", "merged into the leading system prompt (the template refuses it later)"
+    return "in_place", "kept in place (the template takes it)"

@@ -28,13 +28,16 @@ from contagent.versions import version_field
 
 #: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
 #: ``server``, 3 the server's ``logprobs_mode`` and the request's ``sampling``, 4
-#: ``policy_version``. A record is written at the lowest version that holds its fields
+#: ``policy_version``, 5 the server's ``inline_system``. A record is written at the lowest version that holds its fields
 #: (:func:`with_policy_version`), so a log recorded without versions reads as it always did.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: The version of a record that carries no field added after it.
-_BASE_VERSION = 3
+BASE_VERSION = 3
+#: The version that added ``policy_version``.
+POLICY_VERSION = 4
 
 LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
+InlineSystem = Literal["merged", "in_place"]
 LOGPROBS_MODES: tuple[str, ...] = get_args(LogprobsMode)
 
 Outcome = Literal["completed", "incomplete", "http_error", "upstream_error", "abandoned"]
@@ -82,6 +85,13 @@ class ServerInfo(BaseModel):
     )
     logprobs_mode_how: str | None = Field(
         None, description="One line on how logprobs_mode was decided, or why it is unknown."
+    )
+    inline_system: InlineSystem | None = Field(
+        None,
+        description="How the server's Messages route renders a system message inside "
+        "messages, as the proxy probed its template: merged (appended to the leading system "
+        "prompt, because the template refuses a system message after the first turn) or "
+        "in_place; absent or null when unknown. Written at log version 5.",
     )
 
 
@@ -277,6 +287,14 @@ class OutcomeRecord(_Record):
 # validates them against the models).
 
 
+def _lowest_version(record: dict[str, Any]) -> int:
+    """The lowest log version that holds a record without ``policy_version``."""
+    server = record.get("server")
+    if isinstance(server, dict) and server.get("inline_system") is not None:
+        return SCHEMA_VERSION
+    return BASE_VERSION
+
+
 def _without_policy(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
     """``build``, its records written at the version before ``policy_version`` and without
     that field: :func:`with_policy_version` adds both where a version is known."""
@@ -284,7 +302,7 @@ def _without_policy(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[
     def unversioned(**fields: Any) -> dict[str, Any]:
         record = build(**fields)
         del record["policy_version"]
-        record["schema_version"] = _BASE_VERSION
+        record["schema_version"] = _lowest_version(record)
         return record
 
     unversioned.__doc__ = build.__doc__
@@ -298,6 +316,6 @@ outcome_record = _without_policy(dict_builder(OutcomeRecord))
 def with_policy_version(record: dict[str, Any], version: int) -> dict[str, Any]:
     """``record`` (either kind) stamped with a policy version, at the log version that
     added the field."""
-    record["schema_version"] = SCHEMA_VERSION
+    record["schema_version"] = max(_lowest_version(record), POLICY_VERSION)
     record["policy_version"] = version
     return record

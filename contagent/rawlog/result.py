@@ -20,8 +20,9 @@ from contagent.errors import ContagentError
 from contagent.rawlog.records import ServerInfo
 from contagent.versions import check_version, version_field
 
-#: ``result.json``'s version; 2 added ``server``, 3 the server's ``logprobs_mode``.
-RESULT_SCHEMA_VERSION = 3
+#: ``result.json``'s version; 2 added ``server``, 3 the server's ``logprobs_mode``, 4 its
+#: ``inline_system``.
+RESULT_SCHEMA_VERSION = 4
 
 RolloutStatus = Literal["passed", "failed", "agent_error", "timeout", "infra_error"]
 

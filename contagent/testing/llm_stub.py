@@ -59,6 +59,8 @@ from contagent.testing.messages_moves import (
 )
 from contagent.testing.responses_moves import is_responses, response_events, response_json
 from contagent.testing.stub_server_info import (
+    inline_system_answer,
+    is_inline_system_question,
     is_top_logprob_question,
     render_answer,
     top_logprob_answer,
@@ -99,8 +101,11 @@ class LLMStub:
         owned_by: str = "vllm",
         logprobs_mode: str = "raw_logprobs",
         render_defaults: dict[str, object] | None = None,
+        refuses_inline_system: bool = False,
     ) -> None:
         self.host = host
+        #: its template refuses a system message after the first turn (Qwen3.5's does)
+        self.refuses_inline_system = refuses_inline_system
         #: the ``--logprobs-mode`` it answers top-logprob questions in
         self.logprobs_mode = logprobs_mode
         #: the defaults ``/v1/chat/completions/render`` gives; None: no render route
@@ -191,6 +196,10 @@ class LLMStub:
             if self.render_defaults is None:
                 return web.json_response({"detail": "Not Found"}, status=404)
             return web.json_response(render_answer(req.json, self.render_defaults))
+        if is_inline_system_question(req.method, path, req.json):
+            self.server_questions.append(req)
+            status, body = inline_system_answer(self.refuses_inline_system)
+            return web.json_response(body, status=status)
         if is_top_logprob_question(req.method, path, req.json):
             self.server_questions.append(req)
             return web.json_response(
@@ -350,11 +359,14 @@ def start_stub_in_thread(
     owned_by: str = "vllm",
     logprobs_mode: str = "raw_logprobs",
     render_defaults: dict[str, object] | None = None,
+    refuses_inline_system: bool = False,
 ) -> RunningStub:
     """Start the stub on its own event loop thread; returns once it listens.
     ``logprobs_mode`` and ``render_defaults``: :mod:`contagent.testing.stub_server_info`
     (``VLLM_DEFAULTS`` are vLLM's own)."""
-    stub = LLMStub(script, host, port, models, owned_by, logprobs_mode, render_defaults)
+    stub = LLMStub(
+        script, host, port, models, owned_by, logprobs_mode, render_defaults, refuses_inline_system
+    )
     return RunningStub(stub, "contagent-llm-stub")
 
 

@@ -78,3 +78,37 @@ def render_answer(body: Any, defaults: dict[str, Any]) -> dict[str, Any]:
     params["max_tokens"] = sent.get("max_tokens") or 2000
     params["logit_bias"] = sent.get("logit_bias")
     return {"request_id": "render-stub", "token_ids": [1, 2, 3], "sampling_params": params}
+
+
+#: the roles of the inline-system probe (:mod:`contagent.translate.template_probe`)
+INLINE_SYSTEM_ROLES = ["system", "user", "system", "user"]
+
+
+def is_inline_system_question(method: str, path: str, body: Any) -> bool:
+    """The proxy's question whether the template takes a system message after the first."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return (
+        method == "POST"
+        and path.endswith("/chat/completions")
+        and body.get("max_tokens") == 1
+        and isinstance(messages, list)
+        and [m.get("role") if isinstance(m, dict) else None for m in messages]
+        == INLINE_SYSTEM_ROLES
+    )
+
+
+def inline_system_answer(refuses: bool) -> tuple[int, dict[str, Any]]:
+    """(status, body): a template that refuses it raises, which vLLM answers with a 400."""
+    if refuses:
+        error = {
+            "message": "System message must be at the beginning.",
+            "type": "BadRequestError",
+            "code": 400,
+        }
+        return 400, {"error": error}
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "t"},
+        "finish_reason": "length",
+    }
+    return 200, {"object": "chat.completion", "choices": [choice]}

@@ -316,3 +316,11 @@ def to_chat_request(
         out.setdefault("tool_choice", "auto")
         out["tools"] = [chat_tool(t) for t in tools]
     return out
+
+
+def merged_system(body: Any) -> str | None:
+    """The leading system prompt vLLM renders when it merges the system messages inside
+    ``messages`` into it (None: there is none); raises :class:`Untranslatable` for a body
+    vLLM would refuse."""
+    system = _system(_check(body), merge_inline_system=True)
+    return system[0]["content"] if system else None

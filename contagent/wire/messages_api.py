@@ -5,7 +5,11 @@ response message a chat completions exchange would have carried, so
 that every chat rule (:mod:`contagent.rules`) applies to it unchanged:
 
 - request ``system`` (a string or text blocks) -> a leading ``system`` message;
-  a ``role: "system"`` message inside ``messages`` stays a system message at its place;
+  a ``role: "system"`` message inside ``messages`` stays a system message at its place,
+  unless the request record says the server merged it (``server.inline_system:
+  "merged"``: vLLM's Messages route appends it to the leading system prompt when the
+  template refuses a system message after the first turn), where the row holds what the
+  model saw: one leading system message with vLLM's merged text;
 - text content -> a string: the text blocks joined with ``"\\n"``, as the chat path
   joins text parts. ``cache_control`` is not content and is left out everywhere,
   so a block list and the same text sent later as a string compare equal, and a
@@ -38,6 +42,8 @@ from typing import Any
 
 import orjson
 
+from contagent.translate import Untranslatable
+from contagent.translate.anthropic_request import merged_system
 from contagent.wire import WireApi
 from contagent.wire.chat import canonical_arguments, route_ends_with
 from contagent.wire.messages_stream import END_EVENT, EVENTS, MessageStream
@@ -224,9 +230,29 @@ def chat_response(response: Any) -> tuple[Any, list[str]]:
     return out, unknown
 
 
-def chat_body(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A Messages request body in chat shape (``system`` folded into ``messages``)."""
+def _merge_inline_system(
+    body: dict[str, Any], messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``messages`` as the model saw them from a server that merges the system messages
+    inside ``messages`` into the leading system prompt (vLLM's Messages route, for a
+    template that refuses one after the first turn): one leading system message holding
+    vLLM's merged text, no other. A body vLLM would refuse is left as it is."""
+    try:
+        merged = merged_system(body)
+    except Untranslatable:
+        return messages
+    rest = [m for m in messages if m.get("role") != "system"]
+    return rest if merged is None else [{"role": "system", "content": merged}, *rest]
+
+
+def chat_body(
+    body: dict[str, Any], merge_inline_system: bool = False
+) -> tuple[dict[str, Any], list[str]]:
+    """A Messages request body in chat shape (``system`` folded into ``messages``);
+    ``merge_inline_system``: the server merged its inline system messages."""
     messages, unknown = chat_messages(body)
+    if merge_inline_system:
+        messages = _merge_inline_system(body, messages)
     out = {k: v for k, v in body.items() if k not in ("system", "messages")}
     out["messages"] = messages
     if "tools" in body:
@@ -249,7 +275,9 @@ def normalise_exchanges(
         body = req.get("body")
         if not is_messages_path(req.get("path")) or not isinstance(body, dict):
             continue
-        req["body"], unknown = chat_body(body)
+        server = req.get("server")
+        merged = isinstance(server, dict) and server.get("inline_system") == "merged"
+        req["body"], unknown = chat_body(body, merged)
         req["api"] = "messages"
         if unknown:
             problems.append(

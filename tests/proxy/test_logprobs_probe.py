@@ -129,3 +129,25 @@ def test_render_gives_the_servers_defaults_and_they_are_recorded(proxy_factory, 
         assert out is not None and out["outcome"] == "completed"
     finally:
         stub.stop()
+
+
+@pytest.mark.parametrize(("refuses", "decided"), [(False, "in_place"), (True, "merged")])
+def test_plan_probes_how_the_template_takes_a_later_system_message(refuses, decided):
+    stub = start_stub_in_thread([], refuses_inline_system=refuses)
+    try:
+        plan = plan_tokens("auto", stub.url)
+        assert plan.server is not None and plan.server["inline_system"] == decided
+        ServerInfo.model_validate(plan.server)
+        asked = [
+            q.json["messages"]
+            for q in stub.stub.server_questions
+            if len(q.json.get("messages", ())) == 4
+        ]
+        assert [[m["role"] for m in a] for a in asked] == [["system", "user", "system", "user"]]
+        assert plan.details[2].startswith("a system message inside Messages: ")
+        assert ("merged" in plan.details[2]) is refuses
+        assert [r.path for r in stub.requests] == ["/v1/models"]  # no move of the script used
+        off = plan_tokens("off", stub.url)  # --tokens off probes nothing
+        assert off.server is not None and "inline_system" not in off.server
+    finally:
+        stub.stop()

@@ -17,7 +17,7 @@ from contagent.export.exporter import ExportOptions, export
 from contagent.proxy import start_proxy_in_thread
 from contagent.proxy.policy_gate import PolicyGate
 from contagent.rawlog.read import read_exchanges
-from contagent.rawlog.records import SCHEMA_VERSION
+from contagent.rawlog.records import BASE_VERSION, POLICY_VERSION
 from contagent.rawlog.result import RolloutResult
 from contagent.rules.policy_versions import step_versions, token_versions
 from contagent.testing.llm_stub import Reply, start_stub_in_thread
@@ -75,7 +75,7 @@ def test_a_pause_swaps_versions_with_no_request_upstream(tmp_path: Path) -> None
     assert (b_req["policy_version"], b_out["policy_version"]) == (1, 1)
     assert a_out["ended"] < swapped < b_out["started"]  # nothing upstream across the swap
     assert a_out["outcome"] == b_out["outcome"] == "completed"
-    assert a_req["schema_version"] == SCHEMA_VERSION
+    assert a_req["schema_version"] == POLICY_VERSION
 
 
 def test_a_step_spanning_an_update_carries_both_and_counts_as_the_older(
@@ -134,7 +134,7 @@ def test_a_proxy_without_a_gate_records_no_versions(tmp_path: Path) -> None:
         stub.stop()
     for line in (tmp_path / "r" / "exchanges.jsonl").read_bytes().splitlines():
         record = orjson.loads(line)
-        assert "policy_version" not in record and record["schema_version"] == SCHEMA_VERSION - 1
+        assert "policy_version" not in record and record["schema_version"] == BASE_VERSION
 
 
 def test_versions_only_go_forward() -> None:
