@@ -48,6 +48,8 @@ def test_the_default_server_is_probed_raw(vllm: vllm_server.VllmServer) -> None:
     assert plan.server is not None and plan.server["logprobs_mode"] == "raw_logprobs"
     assert plan.server["logprobs_mode_how"].startswith("probed: gaps at temperature 0.5 are 1.0")
     ServerInfo.model_validate(plan.server)
+    # Qwen3's template renders a system message after the first where it stands
+    assert plan.server["inline_system"] == "in_place"
     assert plan.sampling is None  # no render route without --enable-scale-out
     # refused (403 or 404, by vLLM build) without --enable-scale-out
     assert "render answered 40" in plan.details[1] and "--enable-scale-out" in plan.details[1]

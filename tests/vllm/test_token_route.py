@@ -168,3 +168,30 @@ def test_codex_requests_render_and_answer_as_vllms_responses_route(
         for e in writer.feed(line if line == "[DONE]" else json.loads(line))
     ]
     assert masked(events(ours_stream)) == masked(native_stream)
+
+
+@pytest.fixture(scope="module")
+def effort(scaled: httpx.Client) -> str:
+    """How vLLM's Messages server renders ``thinking: disabled``, probed through the chat route."""
+    prompts = {
+        name: template_probe.prompt_ids(resp.status_code, resp.json())
+        for name, body in template_probe.effort_probes("tiny").items()
+        for resp in [scaled.post("/v1/chat/completions", json=body)]
+    }
+    return template_probe.disabled_thinking_effort(prompts)
+
+
+def test_disabled_thinking_answers_as_vllms_messages_route(
+    scaled: httpx.Client, merge: bool, effort: str
+) -> None:
+    assert effort == "none"  # Qwen3's template turns thinking off for it
+    body = {
+        **agent_fixtures.CLAUDE_CODE[1],
+        "temperature": 0,
+        "thinking": {"type": "disabled"},
+        "stream": False,
+    }
+    native = post(scaled, "/v1/messages", body)
+    chat = messages_to_chat(body, merge_inline_system=merge, disabled_thinking_effort=effort)
+    answer = post(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
+    assert masked(to_messages_response(answer)) == masked(native)
