@@ -86,7 +86,9 @@ INLINE_SYSTEM_ROLES = ["system", "user", "system", "user"]
 
 def is_inline_system_question(method: str, path: str, body: Any) -> bool:
     """The proxy's question whether the template takes a system message after the first."""
-    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return False
+    messages = body.get("messages")
     return (
         method == "POST"
         and path.endswith("/chat/completions")

@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from contagent.rawlog.records import (
-    SCHEMA_VERSION,
+    BASE_VERSION,
+    POLICY_VERSION,
     OutcomeRecord,
     RequestRecord,
     outcome_record,
@@ -38,7 +39,7 @@ def test_builders_have_exactly_the_model_fields():
     assert OutcomeRecord.model_validate(out).model_dump(exclude={"policy_version"}) == out
     for model, record in ((RequestRecord, req), (OutcomeRecord, out)):
         stamped = with_policy_version(dict(record), 4)
-        assert stamped["schema_version"] == SCHEMA_VERSION and stamped["policy_version"] == 4
+        assert stamped["schema_version"] == POLICY_VERSION and stamped["policy_version"] == 4
         assert model.model_validate(stamped).model_dump() == stamped
         with pytest.raises(ValidationError):
             model.model_validate({**stamped, "policy_version": -1})
@@ -80,5 +81,5 @@ def test_builders_fill_defaults_fresh_each_time():
     first = outcome_record(index=0, rollout_id="r", outcome="completed", started=1.0, ended=1.0)
     second = outcome_record(index=1, rollout_id="r", outcome="completed", started=1.0, ended=1.0)
     assert first["finish_reasons"] == [] and first["finish_reasons"] is not second["finish_reasons"]
-    assert first["schema_version"] == SCHEMA_VERSION - 1  # no policy_version: the version before it
+    assert first["schema_version"] == BASE_VERSION  # no policy_version: the version before it
     assert first["type"] == "outcome" and first["status"] is None
