@@ -173,6 +173,11 @@ class RunPaths:
     def incoming_dir(self) -> Path:
         return self.root / ".incoming"
 
+    @property
+    def policy_journal(self) -> Path:
+        """A rollout engine's policy versions and pauses, one JSON line each."""
+        return self.root / "policy.jsonl"
+
     def rollout(self, name: str) -> RolloutPaths:
         return RolloutPaths.for_rollout(self.rollouts_dir, name)
 

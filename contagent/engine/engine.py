@@ -26,7 +26,7 @@ from contagent.engine.group_build import (
     off_policy_filter,
     read_finished,
 )
-from contagent.engine.server_control import ServerControl, VersionNames
+from contagent.engine.server_control import PolicyJournal, ServerControl
 from contagent.errors import ContagentError
 from contagent.export.dataset_folder import rows_to_batch
 from contagent.layout import RunPaths
@@ -81,7 +81,7 @@ class Engine:
         self._factory = executor or open_executor
         self.server: ServerControl | None = None
         """vLLM's own version and pause, when the server has them (``server_versions``)."""
-        self.version_names = VersionNames(self.paths.root / "policy_versions.jsonl")
+        self.journal = PolicyJournal(self.paths.policy_journal)
         self._executor: RolloutExecutor | None = None
         self._tokens: tuple[bool, dict[str, Any] | None] = (False, None)
         self._tasks: dict[str, Task] = {}
@@ -131,6 +131,8 @@ class Engine:
         plan = server.token_plan(run.tokens)
         log.info("%s", plan.line)
         self._find_server_versions()
+        if self.server is None:
+            self.journal.event("version", version=self.gate.version)
         rows_to_batch([])  # pyarrow's first conversion imports pandas: not on a group's time
         return plan.record, plan.server
 
@@ -147,7 +149,7 @@ class Engine:
                 )
             return
         name = self.server.weight_version()
-        self.gate.set_version(self.version_names.number(name, self.gate.version))
+        self._version(self.journal.number(name, self.gate.version), name)
         log.info("policy versions: the server's weight_version %r is %d", name, self.gate.version)
 
     async def stop(self) -> None:
@@ -177,16 +179,23 @@ class Engine:
             raise ValueError(f"policy version {version} is older than {self.gate.version}")
         if self.server is not None:
             self.server.set_weight_version(str(version))
-            self.version_names.number(str(version), version)
-        self.gate.set_version(version)
+            self.journal.names[str(version)] = version
+        self._version(version, str(version) if self.server is not None else None)
 
     def sync_policy_version(self) -> int:
         """Take the server's ``weight_version`` as it is now (a trainer that set it on the
         server itself); the policy version, unchanged without a server that has one."""
         if self.server is not None:
-            number = self.version_names.number(self.server.weight_version(), self.gate.version)
-            self.gate.set_version(max(number, self.gate.version))
+            name = self.server.weight_version()
+            number = self.journal.number(name, self.gate.version)
+            if number > self.gate.version:
+                self._version(number, name)
         return self.gate.version
+
+    def _version(self, version: int, weight_version: str | None) -> None:
+        self.gate.set_version(version)
+        named = {} if weight_version is None else {"weight_version": weight_version}
+        self.journal.event("version", version=version, **named)
 
     async def pause(self, timeout: float | None = 60.0) -> bool:
         """Hold new upstream requests at the proxies, then wait until the requests already
@@ -194,7 +203,9 @@ class Engine:
         pause still on. Every agent's next request waits until :meth:`resume`. A server
         with its own pause is then paused too, in ``wait`` mode."""
         self.gate.pause()
+        self.journal.event("pause", in_flight=self.gate.inflight)
         idle = await asyncio.to_thread(self.gate.wait_idle, timeout)
+        self.journal.event("idle", in_flight=self.gate.inflight)
         if idle and self.server is not None:
             await asyncio.to_thread(self.server.pause)
         return idle
@@ -205,6 +216,7 @@ class Engine:
         if self.server is not None:
             self.sync_policy_version()
             self.server.resume()
+        self.journal.event("resume", held=self.gate.held)
         self.gate.resume()
 
     # -- submitting and taking groups -----------------------------------------------

@@ -8,9 +8,9 @@ takes the server's ``weight_version`` as the policy version and pauses the serve
 always in ``wait`` mode: a pause never aborts a request.
 
 Its answers (chat completions and the other wire APIs) carry no version, so the proxies
-still stamp each exchange with the engine's int: :class:`VersionNames` maps each
+still stamp each exchange with the engine's int: :class:`PolicyJournal` maps each
 ``weight_version`` string the server reports to that int, and the log dir keeps the map
-(``policy_versions.jsonl``).
+(``policy.jsonl``).
 """
 
 from __future__ import annotations
@@ -87,18 +87,30 @@ class ServerControl:
             raise ContagentError(f"{method} {self.base}{path}: {exc}") from None
 
 
-class VersionNames:
-    """The server's ``weight_version`` strings as the engine's int versions, in the order
-    the engine saw them: the first one is the version the engine starts at; a string of
-    digits at or past the current int is that int (so ``set_policy_version(v)``'s ``str(v)``
-    and a trainer that names its weights by step keep their numbers); any other new string
-    is the current int plus one. Each new pair is appended to ``path``."""
+class PolicyJournal:
+    """The engine's policy versions and pauses, appended to ``path`` as they happen, so the
+    log dir says which version each stamped int is and when the proxies held requests:
+    ``{"event": "version", "version": 1, "weight_version": "step-8", "time": ...}``,
+    ``pause``, ``idle`` (``in_flight`` still upstream when it returned), ``resume``
+    (``held``: requests that waited).
+
+    It also names the server's ``weight_version`` strings with the engine's ints, in the
+    order the engine saw them: the first one is the version the engine starts at; a
+    string of digits at or past the current int is that int (so
+    ``set_policy_version(v)``'s ``str(v)`` and a trainer that names its weights by step keep
+    their numbers); any other new string is the current int plus one."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.names: dict[str, int] = {}
 
+    def event(self, event: str, **fields: Any) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"event": event, **fields, "time": time.time()}) + "\n")
+
     def number(self, name: str, current: int) -> int:
+        """The int of the server's ``weight_version`` ``name``."""
         if name in self.names:
             return self.names[name]
         if name.isdigit() and int(name) >= current:
@@ -106,8 +118,4 @@ class VersionNames:
         else:  # the first name the engine sees is the version it starts at
             number = current + 1 if self.names else current
         self.names[name] = number
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = {"version": number, "weight_version": name, "time": time.time()}
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(line) + "\n")
         return number

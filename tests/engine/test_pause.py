@@ -5,6 +5,7 @@ no step of any rollout spans the version change."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -102,3 +103,9 @@ def test_no_request_is_upstream_across_a_version_change(
         both += {v for v, _ in versions} == {0, 1}
     assert both == 4  # each rollout ran on both sides of the swap
     assert all(sample["policy_spans"] is False for sample in group.samples)
+    events = [json.loads(line) for line in (logs / "policy.jsonl").open()]
+    assert [(e["event"], e.get("version"), e.get("held")) for e in events] == [
+        ("version", 0, None), ("pause", None, None), ("idle", None, None),
+        ("version", 1, None), ("resume", None, 4),
+    ]  # fmt: skip
+    assert events[1]["in_flight"] > 0 and events[2]["in_flight"] == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from contagent.engine import Engine, EngineConfig
-from contagent.engine.server_control import ServerControl, VersionNames
+from contagent.engine.server_control import PolicyJournal, ServerControl
 from contagent.errors import ContagentError
 from contagent.testing.inprocess import InProcessExecutor
 from contagent.testing.llm_stub import RunningStub
@@ -20,16 +20,12 @@ from tests.engine.test_engine import SAMPLING, run_config
 
 
 def test_weight_versions_map_to_ints_in_the_order_seen(tmp_path: Path) -> None:
-    names = VersionNames(tmp_path / "v.jsonl")
+    names = PolicyJournal(tmp_path / "policy.jsonl")
     assert names.number("default", 0) == 0  # the first is where the engine starts
     assert names.number("step-a", 0) == 1
     assert names.number("7", 1) == 7  # digits at or past the current int keep their number
     assert names.number("3", 7) == 8  # digits behind it are a new name like any other
     assert names.number("step-a", 8) == 1  # a name seen before keeps its number
-    lines = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
-    assert [(r["weight_version"], r["version"]) for r in lines] == [
-        ("default", 0), ("step-a", 1), ("7", 7), ("3", 8)
-    ]  # fmt: skip
 
 
 def test_a_server_without_the_endpoints(tasks: Path, stub: RunningStub, tmp_path: Path) -> None:
@@ -45,6 +41,10 @@ def test_a_server_without_the_endpoints(tasks: Path, stub: RunningStub, tmp_path
             return engine.sync_policy_version()
 
     assert asyncio.run(start("auto")) == asyncio.run(start("off")) == 2
+    events = [json.loads(line) for line in (tmp_path / "logs" / "policy.jsonl").open()]
+    assert [(e["event"], e.get("version"), e.get("held")) for e in events] == [
+        ("version", 0, None), ("version", 2, None), ("resume", None, 0)
+    ] * 2  # fmt: skip
     with pytest.raises(ContagentError, match="VLLM_SERVER_DEV_MODE=1"):
         asyncio.run(start("on"))
     with pytest.raises(ContagentError, match="auto, on or off"):

@@ -79,8 +79,8 @@ def engine_on_server_versions(url: str, tmp_path: Path) -> dict[str, Any]:
 
     first, second = asyncio.run(main())
     seen["first"], seen["second"] = versions_of(logs, first), versions_of(logs, second)
-    lines = (logs / "policy_versions.jsonl").read_text().splitlines()
-    seen["names"] = [(r["weight_version"], r["version"]) for r in map(json.loads, lines)]
+    events = [json.loads(line) for line in (logs / "policy.jsonl").read_text().splitlines()]
+    seen["journal"] = [(e["event"], e.get("weight_version"), e.get("version")) for e in events]
     return seen
 
 
@@ -95,5 +95,12 @@ def test_the_engine_takes_the_server_s_weight_version_and_pause(
         "told": "5",
         "first": {(0, 0)},
         "second": {(5, 5)},
-        "names": [("step-7", 0), ("step-8", 1), ("5", 5)],
+        "journal": [
+            ("version", "step-7", 0),
+            ("pause", None, None),
+            ("idle", None, None),
+            ("version", "step-8", 1),
+            ("resume", None, None),
+            ("version", "5", 5),
+        ],
     }
