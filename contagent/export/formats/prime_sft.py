@@ -146,27 +146,33 @@ actually used, merged into OpenAI-format messages with tool calls, plus the tool
 model saw. A rollout whose history was rewritten (for example condensed) yields several branches."""
 
 
-class PrimeSft:
-    """The ``prime-sft`` format (see the module docstring)."""
+class SftBranches:
+    """What the SFT formats share: a row per conversation branch of a rollout the filter
+    keeps for training, and none for one whose tools, as the model saw them, are not known."""
 
     key_columns: tuple[str, ...] = ("branch",)
-    name = "prime-sft"
-    title = "contagent Prime-SFT"
-    schema = PRIME_SFT_SCHEMA
-    column_docs = COLUMN_DOCS
-    usage = USAGE
-    about = ABOUT
     rows_are = "conversation branches"
-    column_notes = (
-        "Unset message fields are null (for example `tool_calls` on a user message); `tools` "
-        "is a JSON string so that every row has the same type whatever the tools' schemas."
-    )
 
     def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
         return selected_for_training(row, rollout_filter)
 
     def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
         return None if data.trainer_tools.unrenderable is None else UNRENDERABLE_TOOL
+
+
+class PrimeSft(SftBranches):
+    """The ``prime-sft`` format (see the module docstring)."""
+
+    name = "prime-sft"
+    title = "contagent Prime-SFT"
+    schema = PRIME_SFT_SCHEMA
+    column_docs = COLUMN_DOCS
+    usage = USAGE
+    about = ABOUT
+    column_notes = (
+        "Unset message fields are null (for example `tool_calls` on a user message); `tools` "
+        "is a JSON string so that every row has the same type whatever the tools' schemas."
+    )
 
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
         return branch_records(row, data.trainer_tools.branches)

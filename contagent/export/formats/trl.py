@@ -18,13 +18,13 @@ from contagent.errors import ContagentError
 from contagent.export.formats.prime_sft import (
     ABOUT,
     PRIME_SFT_SCHEMA,
+    SftBranches,
     branch_records,
     message_struct,
 )
 from contagent.export.formats.prime_sft import COLUMN_DOCS as PRIME_SFT_DOCS
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.version import schema_metadata
-from contagent.rules import UNRENDERABLE_TOOL, selected_for_training
 
 _JSON = pa.json_()
 
@@ -106,28 +106,20 @@ longest rows (`num_messages` and the token columns help to filter); longer rows 
 """
 
 
-class Trl:
+class Trl(SftBranches):
     """The ``trl`` format (see the module docstring)."""
 
-    key_columns: tuple[str, ...] = ("branch",)
     name = "trl"
     title = "contagent TRL"
     schema = TRL_SCHEMA
     column_docs = COLUMN_DOCS
     usage = USAGE
     about = ABOUT
-    rows_are = "conversation branches"
     column_notes = (
         "Unset message fields are null (for example `tool_calls` on a user message). "
         "`arguments` and `tools` use the `Json` feature (declared in this card), so "
         "`load_dataset` gives each call's arguments and each tool as its own object."
     )
-
-    def selected(self, row: dict[str, Any], rollout_filter: str) -> bool:
-        return selected_for_training(row, rollout_filter)
-
-    def left_out(self, row: dict[str, Any], data: RolloutData) -> str | None:
-        return None if data.trainer_tools.unrenderable is None else UNRENDERABLE_TOOL
 
     def records(self, row: dict[str, Any], data: RolloutData) -> list[dict[str, Any]]:
         return trl_records(row, data.trainer_tools.branches)
