@@ -42,6 +42,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "versions",
             "errors",
             "_loopthread",
+            "textfile",
         }
     ),
 )

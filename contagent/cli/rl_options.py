@@ -57,17 +57,10 @@ def chat_template(path: Path | None) -> str | None:
     """The template text of ``--chat-template``, read once (one-line errors)."""
     if path is None:
         return None
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_TEMPLATE_BYTES + 1)
-    except OSError as exc:
-        raise ContagentError(f"--chat-template {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_TEMPLATE_BYTES:
-        raise ContagentError(f"--chat-template {path}: larger than {MAX_TEMPLATE_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ContagentError(f"--chat-template {path}: not UTF-8 text") from None
+    from contagent.textfile import read_text
+
+    named = f"--chat-template {path}"
+    text = read_text(path, MAX_TEMPLATE_BYTES, "the template", named)
     if not text.strip():
         raise ContagentError(f"--chat-template {path}: the file is empty")
     return text

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.runner.tasks.experiment import ExperimentSpec
+from contagent.textfile import read_text
 
 TASK_FILE = "task.toml"
 #: Bounds on what is read of a task folder (untrusted input).
@@ -189,20 +190,6 @@ class HarborTask:
         return (f"every skill in the task image's {self.skills_path}",) if self.skills_path else ()
 
 
-def _read_limited(path: Path, limit: int, what: str) -> str:
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise ContagentError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    if len(data) > limit:
-        raise ContagentError(f"{path}: {what} over {limit} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ContagentError(f"{path}: not UTF-8 text ({exc.reason})") from None
-
-
 def environment_hash(env_dir: Path) -> str:
     """The content hash of ``environment/``: every file's path, exec bit and bytes."""
     digest = hashlib.sha256()
@@ -308,7 +295,7 @@ def _user(value: str | int | None) -> str | None:
 def _read_task_toml(file: Path) -> _TaskToml:
     """``task.toml`` parsed and checked against its model and what contagent supports."""
     try:
-        raw = tomllib.loads(_read_limited(file, TOML_LIMIT_BYTES, TASK_FILE))
+        raw = tomllib.loads(read_text(file, TOML_LIMIT_BYTES, TASK_FILE))
     except tomllib.TOMLDecodeError as exc:
         raise ContagentError(f"{file}: invalid TOML: {exc}") from None
     try:
@@ -345,7 +332,7 @@ def _checked_folder(root: Path, file: Path, cfg: _TaskToml) -> tuple[str, str]:
         name = safe_segment(name, "task name")
     except ContagentError as exc:
         raise ContagentError(f"{file}: [task] name: {exc}") from None
-    instruction = _read_limited(root / "instruction.md", INSTRUCTION_LIMIT_BYTES, "instruction")
+    instruction = read_text(root / "instruction.md", INSTRUCTION_LIMIT_BYTES, "instruction")
     if not instruction.strip():
         raise ContagentError(f"{root / 'instruction.md'}: empty")
     if not (root / "tests" / "test.sh").is_file():
