@@ -43,6 +43,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "errors",
             "_loopthread",
             "textfile",
+            "http_site",
         }
     ),
 )

@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from contagent.errors import ContagentError
+from contagent.http_site import HttpSite
 from contagent.rawlog.reward import parse_post, write_reward
 
 log = logging.getLogger(__name__)
@@ -34,38 +35,20 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
-class RewardRoute:
+class RewardRoute(HttpSite):
     """The control route's server, on the proxy's event loop."""
 
     def __init__(self, record_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
         self.record_dir = Path(record_dir)
-        self.host = host
-        self.port = port
-        self._runner: web.ServerRunner | None = None
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}{REWARD_PATH}"
+        return self.origin + REWARD_PATH
 
     async def start(self) -> None:
         server = web.Server(self._handle)
-        self._runner = web.ServerRunner(server, shutdown_timeout=2.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise ContagentError(
-                f"--reward-port: cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
-            ) from None
-        self.port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.listen(web.ServerRunner(server, shutdown_timeout=2.0), "--reward-port: ")
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if request.path != REWARD_PATH:

@@ -34,6 +34,7 @@ import orjson
 from aiohttp import web
 
 from contagent._loopthread import InThread
+from contagent.http_site import HttpSite
 from contagent.testing.llm_moves import (
     Error,
     Events,
@@ -89,7 +90,7 @@ __all__ = [
 ]
 
 
-class LLMStub:
+class LLMStub(HttpSite):
     """The stub server (async). Most callers want :func:`start_stub_in_thread`."""
 
     def __init__(
@@ -103,7 +104,7 @@ class LLMStub:
         render_defaults: dict[str, object] | None = None,
         refuses_inline_system: bool = False,
     ) -> None:
-        self.host = host
+        super().__init__(host, port)
         #: its template refuses a system message after the first turn (Qwen3.5's does)
         self.refuses_inline_system = refuses_inline_system
         #: the ``--logprobs-mode`` it answers top-logprob questions in
@@ -114,14 +115,12 @@ class LLMStub:
         self.server_questions: list[StubRequest] = []
         #: whose models these are; a stub not owned by vllm has no ``GET /version`` either
         self.owned_by = owned_by
-        self.port = port
         self.models = tuple(models)
         self.requests: list[StubRequest] = []
         self.cancelled: list[int] = []
         self._script = script
         self._moves = iter(script) if isinstance(script, Sequence) else None
         self._counter = itertools.count()
-        self._runner: web.ServerRunner | None = None
         self._fast_json, self._fast_stream = (
             fast_bodies(script) if isinstance(script, Fast) else (b"", [])
         )
@@ -129,21 +128,12 @@ class LLMStub:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return self.origin
 
     async def start(self) -> None:
         server = web.Server(self._handle, handler_cancellation=True)
-        self._runner = web.ServerRunner(server, handler_cancellation=True, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        runner = web.ServerRunner(server, handler_cancellation=True, shutdown_timeout=0.5)
+        await self.listen(runner, backlog=1024)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         body = await request.read()

@@ -24,6 +24,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from contagent.charts import export_charts as charts
 from contagent.errors import ContagentError
+from contagent.http_site import HttpSite
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES
 from contagent.viewer import listing, rollout_view
 from contagent.viewer.source import Source, open_source
@@ -253,7 +254,7 @@ def make_app(source: Source, *, loopback: bool = True) -> web.Application:
     return app
 
 
-class Viewer:
+class Viewer(HttpSite):
     """The app served on ``host:port`` (port 0: any free one); a :class:`Service`."""
 
     def __init__(
@@ -263,34 +264,16 @@ class Viewer:
         port: int = 8765,
         max_raw_log: int = MAX_RAW_LOG_BYTES,
     ) -> None:
+        super().__init__(host, port)
         self.source = open_source(path, max_raw_log)
-        self.host, self.port = host, port
-        self._runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
+        return self.origin + "/"
 
     async def start(self) -> None:
         app = make_app(self.source, loopback=is_loopback(self.host))
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise ContagentError(
-                f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
-            ) from None
-        if self.port == 0:
-            self.port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self.listen(web.AppRunner(app, access_log=None))
 
 
 def serve(
