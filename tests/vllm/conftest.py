@@ -28,12 +28,8 @@ def meta() -> Meta:
 
 @pytest.fixture(scope="session")
 def vllm(meta: Meta, tmp_path_factory: pytest.TempPathFactory) -> Iterator[vllm_server.VllmServer]:
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    srv = vllm_server.start(meta.model_dir, log)
-    try:
+    with vllm_server.serving(meta.model_dir, tmp_path_factory.mktemp("vllm") / "server.log") as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="session")

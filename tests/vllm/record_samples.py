@@ -75,11 +75,8 @@ def main() -> None:
         paths = record(args.url, meta, args.out, names)
     else:
         log = args.out.parent / "vllm-record.log"
-        srv = vllm_server.start(model, Path(tempfile.gettempdir()) / log.name)
-        try:
+        with vllm_server.serving(model, Path(tempfile.gettempdir()) / log.name) as srv:
             paths = record(srv.url, meta, args.out, names)
-        finally:
-            srv.stop()
     for path in paths:
         print(path)
 

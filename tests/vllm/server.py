@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +64,20 @@ class VllmServer:
                 self.proc.wait(10)
 
 
-def start(model: Path, log: Path, python: str | None = None) -> VllmServer:
+@contextmanager
+def serving(model: Path, log: Path, *flags: str) -> Iterator[VllmServer]:
+    """A server (given ``flags`` besides :func:`serve_args`) for a ``with`` block, a
+    fixture's lifetime; stopped after it."""
+    srv = start(model, log, flags=flags)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def start(
+    model: Path, log: Path, python: str | None = None, flags: tuple[str, ...] = ()
+) -> VllmServer:
     """Start the server and wait until ``/health`` answers; raises RuntimeError if it dies."""
     python = python or os.environ.get("CONTAGENT_VLLM_PYTHON") or sys.executable
     port = _free_port()
@@ -75,7 +90,7 @@ def start(model: Path, log: Path, python: str | None = None) -> VllmServer:
     }  # fmt: skip
     out = log.open("wb")
     proc = subprocess.Popen(
-        [python, str(HERE / "serve.py"), *serve_args(model, port)],
+        [python, str(HERE / "serve.py"), *serve_args(model, port), *flags],
         stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
     server = VllmServer(proc, port, model, log)

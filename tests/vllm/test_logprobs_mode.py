@@ -19,28 +19,12 @@ pytestmark = pytest.mark.vllm
 
 @pytest.fixture(scope="module")
 def processed(
-    meta: Meta, tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
+    meta: Meta, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[vllm_server.VllmServer]:
-    base = vllm_server.serve_args
-    monkeypatch_module.setattr(
-        vllm_server,
-        "serve_args",
-        lambda model, port: [
-            *base(model, port), "--logprobs-mode", "processed_logprobs", "--enable-scale-out",
-        ],
-    )  # fmt: skip
     log = tmp_path_factory.mktemp("vllm-processed") / "server.log"
-    srv = vllm_server.start(meta.model_dir, log)
-    try:
+    flags = ("--logprobs-mode", "processed_logprobs", "--enable-scale-out")
+    with vllm_server.serving(meta.model_dir, log, *flags) as srv:
         yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
 
 
 def test_the_default_server_is_probed_raw(vllm: vllm_server.VllmServer) -> None:

@@ -41,25 +41,13 @@ TOKEN_FIELDS = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
-
-
-@pytest.fixture(scope="module")
-def scaled(
-    meta: Meta, tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
-) -> Iterator[httpx.Client]:
-    base = vllm_server.serve_args
-    monkeypatch_module.setattr(
-        vllm_server, "serve_args", lambda model, port: [*base(model, port), "--enable-scale-out"]
-    )
-    srv = vllm_server.start(meta.model_dir, tmp_path_factory.mktemp("vllm-scaled") / "server.log")
-    try:
-        with httpx.Client(base_url=srv.url, timeout=300) as client:
-            yield client
-    finally:
-        srv.stop()
+def scaled(meta: Meta, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    log = tmp_path_factory.mktemp("vllm-scaled") / "server.log"
+    with (
+        vllm_server.serving(meta.model_dir, log, "--enable-scale-out") as srv,
+        httpx.Client(base_url=srv.url, timeout=300) as client,
+    ):
+        yield client
 
 
 def masked(value: Any) -> Any:
