@@ -168,7 +168,9 @@ def start_targets(
     if args.baseline_src:
         src = str(Path(args.baseline_src).resolve())
         popen = {"env": {**os.environ, "PYTHONPATH": src}, "cwd": src}
-        proxies.append(("baseline", (tmp / "baseline-records",), popen))
+        # each mode beside its own: the baseline's CPU per exchange is the before of a change
+        proxies.append(("baseline", (tmp / "baseline-records", "--tokens", "off"), popen))
+        proxies.append(("baseline-tokens", (tmp / "baseline-tokens", "--tokens", "on"), popen))
     for name, (record_dir, *extra), popen in proxies:
         proc, url = _proxy(stub_url, record_dir, *extra, **popen)
         procs.append(proc)
@@ -207,7 +209,8 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument(
         "--baseline-src",
         help="also run the proxy from this source tree (a folder holding a `contagent` "
-        "package, e.g. `git archive main contagent | tar -x -C DIR`), for before/after",
+        "package, e.g. `git archive main contagent | tar -x -C DIR`), with --tokens off and "
+        "on, for before/after",
     )
     ap.add_argument(
         "--litellm",

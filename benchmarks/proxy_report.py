@@ -59,6 +59,7 @@ def report(results, samples, t0, loop_name, litellm_note, log_mb) -> None:
             "contagent": "contagent proxy",
             "tokens": "contagent proxy, --tokens on",
             "baseline": "contagent proxy, --baseline-src",
+            "baseline-tokens": "contagent proxy, --baseline-src, --tokens on",
             "litellm": "LiteLLM proxy (this run)",
             "passthrough": "minimal pass-through (this run)",
             "llhttp": "same, on the proxy's HTTP stack (this run)",

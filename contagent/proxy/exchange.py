@@ -33,8 +33,9 @@ class ExchangeHost(Protocol):
     #: the proxy is stopping: a cut exchange is the proxy's fault, not the client's
     stopping: bool
 
-    def finish(self, record: dict[str, Any], ended_version: int | None = None) -> bool:
-        """Append the outcome record; False (and logged) when it could not be written."""
+    def finish(self, record: dict[str, Any], marks: dict[int, Any] | None = None) -> bool:
+        """Append the outcome record; False (and logged) when it could not be written.
+        ``marks``: what the addons noted when the exchange left upstream."""
         ...
 
     def over(self, ex: Exchange) -> None:
@@ -59,7 +60,7 @@ class Exchange:
     """
 
     __slots__ = (
-        "body", "conn", "done", "ended_version", "first_byte", "gone", "head_only", "index", "out_headers", "proxy",
+        "body", "conn", "done", "first_byte", "gone", "head_only", "index", "marks", "out_headers", "proxy",
         "recorded", "rollout_id", "sent_status", "started", "status", "stream", "upstream",
         "watch",
     )  # fmt: skip
@@ -91,8 +92,8 @@ class Exchange:
         self.gone = False
         self.done = False
         self.recorded = False
-        #: the policy version when it stopped needing upstream (a rollout engine's proxy)
-        self.ended_version: int | None = None
+        #: what the addons noted when it stopped needing upstream (a policy version, say)
+        self.marks: dict[int, Any] | None = None
 
     def _record(self, outcome: str, error: str | None = None, **fields: Any) -> None:
         if self.done:
@@ -104,7 +105,7 @@ class Exchange:
                 client_status=self.sent_status, started=self.started, first_byte=self.first_byte,
                 ended=time.time(), error=error, **fields,
             ),
-            self.ended_version,
+            self.marks,
         )  # fmt: skip
 
     # -- from the upstream connection ------------------------------------------------

@@ -15,6 +15,7 @@ connection at once, so the server stops generating.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import ipaddress
 import logging
@@ -28,7 +29,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
-from contagent.proxy.addons import make_addons, request_flow
+from contagent.proxy.addons import Hooks, ProxyAddon, make_addons, request_flow
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import (
@@ -45,7 +46,7 @@ from contagent.proxy.proxy_options import ProxyOptions
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.request import Request
 from contagent.proxy.upstream import tls_context
-from contagent.rawlog.records import SAFE_HEADERS, request_record, with_policy_version
+from contagent.rawlog.records import SAFE_HEADERS, request_record
 from contagent.wire import server_root
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class RecordingProxy:
 
     ``policy`` (a rollout engine's :class:`~contagent.proxy.policy_gate.PolicyGate`, shared
     by its proxies) stamps each record with the policy version and holds new requests
-    while the engine is paused.
+    while the engine is paused (the policy addon).
     """
 
     def __init__(
@@ -146,12 +147,13 @@ class RecordingProxy:
         self._stop_grace = opts.stop_grace
         self.recorder = Recorder(self.record_dir)
         #: the proxy's features, each an addon (:mod:`contagent.proxy.addons`)
-        self.addons = make_addons(opts)
+        self.addons: list[ProxyAddon] = []
+        self.hooks = Hooks([])
+        self.set_addons(make_addons(opts))
         self._tokens_asked = opts.tokens
         self.server = opts.server
         #: ``--tokens auto`` still to decide, at the first contact (:mod:`.late_plan`)
         self.late: LatePlan | None = None
-        self.policy = opts.policy
         self.counts: Counter[str] = Counter()
         #: every record that could not be written (a full disk, say): the log is incomplete
         self.record_errors: list[str] = []
@@ -177,12 +179,17 @@ class RecordingProxy:
             mode, self.upstream, None, self._tls, headers={name: value} if name else {}
         )
 
+    def set_addons(self, addons: list[ProxyAddon]) -> None:
+        """The addons this proxy runs (before it serves: the hooks are sorted out once)."""
+        self.addons = list(addons)
+        self.hooks = Hooks(self.addons)
+
     def apply_plan(self, plan: TokenPlan) -> None:
         """The server ``plan`` found goes into every request record, and every addon hears
         what it said (token capture on or off, the server's default sampling)."""
         self._tokens_asked = plan.record
         self.server = plan.server
-        for addon in self.addons:
+        for addon in self.hooks.planned:
             addon.planned(plan)
 
     @property
@@ -281,9 +288,8 @@ class RecordingProxy:
 
     def over(self, ex: Exchange) -> None:
         """``ex`` needs nothing more from upstream (it may still be writing to its client)."""
-        if ex in self._inflight and self.policy is not None:
-            ex.ended_version = self.policy.version  # before a swap can follow the count
-            self.policy.ended()
+        if ex in self._inflight and self.hooks.left:
+            ex.marks = {id(addon): addon.left() for addon in self.hooks.left}
         self._inflight.discard(ex)
         if self.stopping and not self._inflight and self._drained is not None:
             self._drained.set()
@@ -318,25 +324,32 @@ class RecordingProxy:
             return
         self._admit(conn, req, rollout_id, path)
 
-    def _admit(self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes) -> None:
-        """Forward now, or hold while the policy gate is paused."""
-        if self.policy is not None and not self.policy.admit(
-            lambda: self._after_hold(conn, req, rollout_id, raw)
-        ):
-            return  # held: the pause's end sends it on
+    def _admit(
+        self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes, start: int = 0
+    ) -> None:
+        """Forward now, or hold while an addon says so (from the ``start``-th admitting one)."""
+        admitters = self.hooks.admit
+        for i in range(start, len(admitters)):
+            go = functools.partial(self._after_hold, conn, req, rollout_id, raw, i)
+            if not admitters[i].admit(go):
+                return  # held: the addon sends it on
         self._exchange(conn, req, rollout_id, raw)
 
     def _after_hold(
-        self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes
+        self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes, held: int
     ) -> None:
-        """A request held by a pause goes upstream, unless its client left meanwhile."""
+        """A request the ``held``-th admitting addon held goes on, unless its client left."""
         if conn.closed or self.stopping:
-            assert self.policy is not None
-            self.policy.ended()
+            self._left()
             if not conn.closed:
                 conn.respond_error(503, "the proxy is stopping", "proxy_error")
             return
-        self._exchange(conn, req, rollout_id, raw)
+        self._admit(conn, req, rollout_id, raw, held + 1)
+
+    def _left(self) -> None:
+        """An admitted request is dropped before it went upstream."""
+        for addon in self.hooks.left:
+            addon.left()
 
     def _exchange(self, conn: ClientConnection, req: Request, rollout_id: str, raw: bytes) -> None:
         if conn.closed:  # gone while its request waited for the late --tokens decision
@@ -353,7 +366,7 @@ class RecordingProxy:
             except orjson.JSONDecodeError:
                 body_text = body.decode("utf-8", "replace")
         stream = isinstance(parsed, dict) and parsed.get("stream") is True
-        flow = request_flow(parsed, path.partition("?")[0], stream, self.addons)
+        flow = request_flow(parsed, path.partition("?")[0], stream, self.hooks.request)
         changes = flow.changes if flow is not None else []
         forward_body = orjson.dumps(flow.body) if flow is not None and changes else body
 
@@ -375,12 +388,11 @@ class RecordingProxy:
                 stream=stream, upstream_changes=changes, server=self.server,
                 **(flow.record if flow is not None else {}),
             )  # fmt: skip
-            if self.policy is not None:
-                with_policy_version(record, self.policy.version)
+            for addon in self.hooks.stamp:
+                addon.stamp(record)
             recorder.append(rollout_id, record)
         except RecordError as exc:
-            if self.policy is not None:
-                self.policy.ended()
+            self._left()
             if index >= 0:
                 recorder.release(rollout_id, index)
             log.error("%s", exc)
@@ -399,13 +411,12 @@ class RecordingProxy:
         # iteration (0.25-0.5 ms more to a stream's first chunk); the copy costs ~1 us.
         pool.send(ex, head + forward_body)
 
-    def finish(self, record: dict[str, Any], ended_version: int | None = None) -> bool:
+    def finish(self, record: dict[str, Any], marks: dict[int, Any] | None = None) -> bool:
         """Append an outcome record; False (and logged) when it could not be written.
-        ``ended_version``: the policy version when the exchange left upstream, if it has."""
+        ``marks``: what each addon's ``left`` said when the exchange left upstream, if it has."""
         self.counts[record["outcome"]] += 1
-        if self.policy is not None:
-            version = self.policy.version if ended_version is None else ended_version
-            with_policy_version(record, version)
+        for addon in self.hooks.outcome:
+            addon.outcome(record, marks.get(id(addon)) if marks else None)
         try:
             self.recorder.append(record["rollout_id"], record)
         except RecordError as exc:

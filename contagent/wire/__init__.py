@@ -147,12 +147,20 @@ def adapters() -> tuple[WireApi, ...]:
     return _ALL[0]
 
 
+#: route -> its adapter, as :func:`for_route` found it: a proxy sees few distinct routes
+_BY_ROUTE: dict[str, WireApi | None] = {}
+#: more distinct routes than any client uses: past it, routes are looked up every time
+_MAX_ROUTES = 1024
+
+
 def for_route(route: str) -> WireApi | None:
     """The adapter whose route ``route`` (a path without its query string) ends with."""
-    for api in adapters():
-        if route.endswith(api.routes):
-            return api
-    return None
+    if route in _BY_ROUTE:
+        return _BY_ROUTE[route]
+    api = next((a for a in adapters() if route.endswith(a.routes)), None)
+    if len(_BY_ROUTE) < _MAX_ROUTES:
+        _BY_ROUTE[route] = api
+    return api
 
 
 def for_path(path: Any) -> WireApi | None:

@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from contagent.proxy import ProxyOptions
-from contagent.proxy.addons import TABLE, Flow, make_addons
+from contagent.proxy.addons import TABLE, AddonBase, Flow, Hooks, make_addons
+from contagent.proxy.policy_gate import PolicyGate
 from contagent.proxy.sse import SSEParser
 from contagent.testing.llm_stub import Reply
 from tests.proxy.helpers import exchanges
@@ -48,7 +49,7 @@ class _Upper:
         return {}
 
 
-class _Shout:
+class _Shout(AddonBase):
     """A test feature: asks upstream for a ``shout`` and watches the answer."""
 
     def __init__(self) -> None:
@@ -60,9 +61,6 @@ class _Shout:
         flow.watch = _Upper()
         self.watches.append(flow.watch)
 
-    def planned(self, plan: Any) -> None:
-        return None
-
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_addon_changes_the_request_and_watches_the_response(
@@ -71,7 +69,7 @@ def test_an_addon_changes_the_request_and_watches_the_response(
     stub = stub_factory([Reply(content="quiet words")])
     running = proxy_factory(stub.url)
     shout = _Shout()
-    running.proxy.addons.append(shout)
+    running.proxy.set_addons([*running.proxy.addons, shout])
     url = running.rollout_base_url("r1") + "/chat/completions"
     resp = httpx.post(url, json={"model": "m", "messages": MSGS, "stream": stream}, timeout=20)
     assert resp.status_code == 200
@@ -100,7 +98,7 @@ def test_an_addon_changes_the_request_and_watches_the_response(
 def test_no_addon_no_change(stub_factory, proxy_factory, tmp_path):
     stub = stub_factory([Reply(content="x")])
     running = proxy_factory(stub.url)
-    running.proxy.addons.clear()
+    running.proxy.set_addons([])
     url = running.rollout_base_url("r1") + "/chat/completions"
     body = {"model": "m", "messages": MSGS, "stream": True}
     httpx.post(url, json=body, timeout=20)
@@ -110,16 +108,27 @@ def test_no_addon_no_change(stub_factory, proxy_factory, tmp_path):
 
 
 def test_the_table_makes_the_features_the_options_turn_on():
-    made = make_addons(ProxyOptions(chat_template="{{ x }}"))
+    made = make_addons(ProxyOptions(chat_template="{{ x }}", policy=PolicyGate()))
     assert len(made) == len(TABLE)
-    assert len(make_addons(ProxyOptions())) == len(TABLE) - 1  # no template given
+    assert len(make_addons(ProxyOptions())) == len(TABLE) - 2  # no template, no engine
 
 
 def test_the_core_imports_no_feature():
     graph = import_graph()
     features = {m for m in graph if m.startswith("contagent.proxy.addons.")}
-    features |= {"contagent.proxy.tokens"}
-    assert len(features) == len(TABLE) + 1
+    features |= {"contagent.proxy.tokens", "contagent.proxy.policy_gate"}
+    assert len(features) == len(TABLE) + 2
     for name in CORE:
         imported = set(graph[f"contagent.proxy.{name}"])
         assert not imported & features, name
+
+
+def test_only_the_hooks_an_addon_defines_are_called():
+    class Stamp(AddonBase):
+        def stamp(self, record: dict[str, Any]) -> None:
+            record["x"] = 1
+
+    stamp, plain = Stamp(), AddonBase()
+    hooks = Hooks([plain, stamp])
+    assert hooks.stamp == [stamp]
+    assert hooks.admit == hooks.request == hooks.left == hooks.outcome == hooks.planned == []

@@ -7,8 +7,9 @@ passes it to every addon in :data:`TABLE` order; an addon may replace the body i
 (never changing the client's, which is what gets recorded), list what it changed in the
 request record's ``upstream_changes``, set request record fields, and watch the response
 (:class:`ResponseWatch`: the whole JSON body, or each stream event, and the outcome record's
-fields it adds). Once the upstream is identified (``--tokens``), every addon hears of it
-(:meth:`ProxyAddon.planned`).
+fields it adds). Around that, an addon may hold a request before it goes upstream, add to
+the request and outcome records, hear when an exchange leaves upstream, and hear once the
+upstream is identified (``--tokens``): :class:`ProxyAddon`'s hooks.
 
 Adding a feature is one module that defines ``make(options)`` (the addon for these
 :class:`~contagent.proxy.server.ProxyOptions`, or None when they leave it off) and one line
@@ -17,6 +18,7 @@ of :data:`TABLE`. Addons are imported when a proxy is made, never at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +37,7 @@ TABLE: dict[str, str] = {
     "sampling": "contagent.proxy.addons.sampling_addon",
     "chat_template": "contagent.proxy.addons.template_addon",
     "tokens": "contagent.proxy.addons.token_addon",
+    "policy": "contagent.proxy.addons.policy_addon",
 }
 
 
@@ -78,15 +81,79 @@ class ResponseWatch(Protocol):
 
 
 class ProxyAddon(Protocol):
-    """One proxy feature."""
+    """One proxy feature: a hook for each moment of an exchange. An addon defines the hooks
+    it needs over :class:`AddonBase`'s, and the core calls only those (:class:`Hooks`)."""
+
+    def admit(self, go: Callable[[], None]) -> bool:
+        """A request may go upstream now (True), or is held (False) and ``go`` runs on the
+        proxy's loop when it may. Every request admitted is later :meth:`left`."""
+        ...
 
     def request(self, flow: Flow) -> None:
         """Change the request on its way upstream, or set a watch on its response."""
         ...
 
+    def stamp(self, record: dict[str, Any]) -> None:
+        """Add to the request record just before it is written."""
+        ...
+
+    def left(self) -> Any:
+        """An admitted request needs nothing more from upstream (or was dropped first); what
+        is returned is given back to :meth:`outcome` for its outcome record."""
+        ...
+
+    def outcome(self, record: dict[str, Any], mark: Any) -> None:
+        """Add to an outcome record just before it is written; ``mark``: what :meth:`left`
+        returned for its exchange, None when it had not left upstream."""
+        ...
+
     def planned(self, plan: TokenPlan) -> None:
         """The upstream was identified (``--tokens`` resolved): the server and what it said."""
         ...
+
+
+class AddonBase:
+    """Every hook doing nothing: an addon subclasses this and defines what it needs."""
+
+    def admit(self, go: Callable[[], None]) -> bool:
+        return True
+
+    def request(self, flow: Flow) -> None:
+        return None
+
+    def stamp(self, record: dict[str, Any]) -> None:
+        return None
+
+    def left(self) -> Any:
+        return None
+
+    def outcome(self, record: dict[str, Any], mark: Any) -> None:
+        return None
+
+    def planned(self, plan: TokenPlan) -> None:
+        return None
+
+
+_HOOKS = ("admit", "request", "stamp", "left", "outcome", "planned")
+
+
+class Hooks:
+    """Per hook, the addons that define it, in table order: built once, so that an exchange
+    calls no hook that does nothing."""
+
+    __slots__ = _HOOKS
+
+    def __init__(self, addons: list[ProxyAddon]) -> None:
+        for hook in _HOOKS:
+            base = getattr(AddonBase, hook)
+            setattr(self, hook, [a for a in addons if getattr(type(a), hook, base) is not base])
+
+    admit: list[ProxyAddon]
+    request: list[ProxyAddon]
+    stamp: list[ProxyAddon]
+    left: list[ProxyAddon]
+    outcome: list[ProxyAddon]
+    planned: list[ProxyAddon]
 
 
 def make_addons(options: ProxyOptions) -> list[ProxyAddon]:

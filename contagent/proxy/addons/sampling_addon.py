@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from contagent.proxy.addons import AddonBase
 from contagent.proxy.sampling_options import SamplingPolicy, sampling_fields
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from contagent.proxy.proxy_options import ProxyOptions
 
 
-class SamplingAddon:
+class SamplingAddon(AddonBase):
     """Sets and records the sampling of each request of an API with sampling fields."""
 
     def __init__(self, policy: SamplingPolicy) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from contagent.proxy.addons import AddonBase
+
 if TYPE_CHECKING:
     from contagent.proxy.addons import Flow
-    from contagent.proxy.identify import TokenPlan
     from contagent.proxy.proxy_options import ProxyOptions
 
 
-class ChatTemplate:
+class ChatTemplate(AddonBase):
     """Sends one chat template with the requests that carry none."""
 
     def __init__(self, template: str) -> None:
@@ -21,9 +22,6 @@ class ChatTemplate:
         if flow.api.chat_template and flow.body.get("chat_template") is None:
             flow.body = {**flow.body, "chat_template": self.template}
             flow.changes.append("chat_template")
-
-    def planned(self, plan: TokenPlan) -> None:
-        return None
 
 
 def make(options: ProxyOptions) -> ChatTemplate | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from contagent.proxy.addons import AddonBase
 from contagent.proxy.tokens import TokenAsk, TokenCollector, ask_for_tokens
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class TokenWatch:
         return {"tokens": self.collector.result()}
 
 
-class TokenCapture:
+class TokenCapture(AddonBase):
     """Asks for, records and hides token data while ``on`` (the resolved ``--tokens``)."""
 
     def __init__(self, on: bool) -> None:

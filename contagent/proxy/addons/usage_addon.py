@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from contagent.proxy.addons import AddonBase
+
 if TYPE_CHECKING:
     from contagent.proxy.addons import Flow
-    from contagent.proxy.identify import TokenPlan
     from contagent.proxy.proxy_options import ProxyOptions
 
 
-class UsageOnStreams:
+class UsageOnStreams(AddonBase):
     """Asks every stream that can report usage to report it."""
 
     def request(self, flow: Flow) -> None:
@@ -25,9 +26,6 @@ class UsageOnStreams:
             asked["include_usage"] = True
             flow.body = {**body, "stream_options": asked}
             flow.changes.append("stream_options.include_usage")
-
-    def planned(self, plan: TokenPlan) -> None:
-        return None
 
 
 def make(options: ProxyOptions) -> UsageOnStreams:
