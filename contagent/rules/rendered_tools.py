@@ -34,7 +34,7 @@ from contagent.wire.chat import (
     rendered_function,
     tool_phrase,
 )
-from contagent.wire.responses_tools import namespaced_name
+from contagent.wire.responses_tools import namespace_names
 
 #: The kind the export summary counts a rollout left out of a trainer format under.
 UNRENDERABLE_TOOL = "unrenderable_tool"
@@ -53,14 +53,8 @@ def callable_names(tools: list[Any]) -> set[str]:
         fn = tool.get("function")
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
             names.add(fn["name"])
-        elif tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
-            names.update(
-                namespaced_name(tool.get("name"), m.get("name"))
-                for m in tool["tools"]
-                if isinstance(m, dict)
-                and m.get("type") == "function"
-                and isinstance(m.get("name"), str)
-            )
+        else:
+            names.update(namespace_names(tool))
     return names
 
 

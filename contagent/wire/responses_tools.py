@@ -44,6 +44,18 @@ def namespaced_name(namespace: Any, name: Any) -> Any:
     return name
 
 
+def namespace_names(tool: dict[str, Any]) -> set[str]:
+    """The names a model calls a namespace's functions by (``<namespace>__<name>``); none
+    for a tool that is no namespace."""
+    if tool.get("type") != "namespace" or not isinstance(tool.get("tools"), list):
+        return set()
+    return {
+        namespaced_name(tool.get("name"), m.get("name"))
+        for m in tool["tools"]
+        if isinstance(m, dict) and m.get("type") == "function" and isinstance(m.get("name"), str)
+    }
+
+
 def flat_function(tool: dict[str, Any]) -> dict[str, Any] | None:
     """A flat Responses function tool's definition, None for a tool of another shape."""
     if tool.get("type") != "function" or not isinstance(tool.get("name"), str):
