@@ -202,12 +202,18 @@ class Engine:
         upstream ended (none is aborted); False when ``timeout`` (s) ran out first, the
         pause still on. Every agent's next request waits until :meth:`resume`. A server
         with its own pause is then paused too, in ``wait`` mode."""
-        self.gate.pause()
-        self.journal.event("pause", in_flight=self.gate.inflight)
-        idle = await asyncio.to_thread(self.gate.wait_idle, timeout)
-        self.journal.event("idle", in_flight=self.gate.inflight)
+        idle = await asyncio.to_thread(self.hold, timeout)
         if idle and self.server is not None:
             await asyncio.to_thread(self.server.pause)
+        return idle
+
+    def hold(self, timeout: float | None = 60.0) -> bool:
+        """:meth:`pause` at the proxies alone, blocking (for a trainer's own thread, such as
+        TRL's weight transfer, which pauses the server itself)."""
+        self.gate.pause()
+        self.journal.event("pause", in_flight=self.gate.inflight)
+        idle = self.gate.wait_idle(timeout)
+        self.journal.event("idle", in_flight=self.gate.inflight)
         return idle
 
     def resume(self) -> None:
@@ -336,7 +342,7 @@ class Engine:
             paths, options = self.paths.rollout(plan.name), export_options(self.config.export)
             try:
                 read = await asyncio.to_thread(read_finished, paths, options)
-            except ContagentError:  # the group's build reads it again and says why
+            except (ContagentError, OSError):  # the group's build reads it again, says why
                 read = None
         group.done[plan.repeat_index] = RolloutOutcome(
             plan.name, result, max(attempts, 1), read=read

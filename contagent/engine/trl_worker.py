@@ -137,7 +137,7 @@ class ContagentRolloutWorker:
         self.engine.set_policy_version(int(model_version))
         if self._release_on_version:
             self._release_on_version = False
-            self.engine.gate.resume()
+            self.engine.resume()
 
     def check_health(self, stale_after_s: float) -> None:
         """Raise when the engine failed, stopped, ran out of tasks, or delivered no group
@@ -196,7 +196,9 @@ class ContagentRolloutWorker:
     async def _drain(self, feeder: asyncio.Task[None]) -> None:
         while not (feeder.done() and self.engine.pending == 0):
             taking = asyncio.ensure_future(self.engine.next_group())
-            await asyncio.wait({taking, feeder}, return_when=asyncio.FIRST_COMPLETED)
+            # once the tasks ran out, only the groups still pending are waited for
+            waited = {taking} if feeder.done() else {taking, feeder}
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
             if not taking.done():
                 taking.cancel()
                 if feeder.exception() is not None:
@@ -300,9 +302,7 @@ class GatedTransfer:
         self._inner.init_weight_transfer()
 
     def pause(self) -> None:
-        gate = self._worker.engine.gate
-        gate.pause()
-        if not gate.wait_idle(self._timeout_s):
+        if not self._worker.engine.hold(self._timeout_s):
             log.warning("requests still upstream after %g s; swapping anyway", self._timeout_s)
         self._inner.pause()
 

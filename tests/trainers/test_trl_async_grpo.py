@@ -8,6 +8,7 @@ queue while the trainer's versions move through ``update_model_version``.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -243,5 +244,11 @@ def test_async_grpo_trainer_trains_steps_on_contagent_groups(
     # a cold sync, then one a step: TRL's versions are the engine's
     assert trainer.model_version == worker.engine.policy_version == 4
     assert not worker.engine.gate.paused
+    journal = [json.loads(line) for line in (tmp_path / "logs" / "policy.jsonl").open()]
+    # each sync held the proxies from its pause until TRL's new version was set
+    assert [e["event"] for e in journal if e["event"] != "version"] == [
+        "pause", "idle", "resume"
+    ] * 4  # fmt: skip
+    assert {e["version"] for e in journal if e["event"] == "version"} == {1, 2, 3, 4}
     with pytest.raises(RuntimeError, match="is not running"):
         worker.check_health(60)  # the trainer stopped it at train end
