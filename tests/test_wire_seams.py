@@ -141,3 +141,15 @@ def test_the_chat_stream_ends_with_its_marker() -> None:
     assert wire.is_end_event(chat_stream.DONE)
     assert wire.is_end_event('{"type": "message_stop"}')
     assert not wire.is_end_event('{"type": "message_delta", "note": "message_stop"}')
+
+
+def test_the_api_version_prefix_is_stripped_in_one_place() -> None:
+    assert wire.server_root("http://h:8000/v1/") == "http://h:8000"
+    assert wire.server_root("http://h:8000") == "http://h:8000"
+    assert wire.server_root("http://h:8000/v1x") == "http://h:8000/v1x"
+    written = [
+        str(p.relative_to(REPO))
+        for p, text in _sources().items()
+        if '"/v1"' in text and not p.is_relative_to(PACKAGE / "testing")
+    ]
+    assert written == ["contagent/wire/__init__.py"]

@@ -25,6 +25,7 @@ from typing import Any
 
 from contagent.errors import ContagentError
 from contagent.proxy.upstream import tls_context
+from contagent.wire import server_root
 
 #: The server's answer to one control request may take this long (s): a pause in
 #: ``wait`` mode returns once the server's own requests ended.
@@ -35,7 +36,7 @@ class ServerControl:
     """The dev-mode endpoints of one vLLM server (its base URL, with or without ``/v1``)."""
 
     def __init__(self, upstream_url: str, api_key: str | None, ca: Path | None) -> None:
-        self.base = upstream_url.rstrip("/").removesuffix("/v1")
+        self.base = server_root(upstream_url)
         self._headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
