@@ -19,7 +19,6 @@ raw bytes. Usage: ``python benchmarks/export_bench.py [--gb 1.0] [--dir DIR]``.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import pyarrow.parquet as pq
 
 # the repository's tools/ (the rollout builders) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from measure import timed
+from measure import bytecode_env, timed
 
 from tools.corpus import generate
 
@@ -44,14 +43,6 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob('exchanges.jsonl')):
 
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def env_of(src: Path, work: Path) -> dict[str, str]:
-    """The environment that runs the contagent of source tree ``src``, from compiled
-    bytecode as an installed package runs (a cache under ``work``; see startup_bench.py)."""
-    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
 
 
 def main() -> int:
@@ -90,9 +81,9 @@ def main() -> int:
     wall, cpu, rss, _ = timed([sys.executable, "-c", BARE, str(corpus)])
     rows.append(("bare orjson parse (baseline)", wall, cpu, rss, None, 0.0))
 
-    sources = [("contagent export", env_of(REPO, work))]
+    sources = [("contagent export", bytecode_env(REPO, work))]
     if args.baseline_src is not None:
-        sources.append(("baseline export", env_of(args.baseline_src.resolve(), work)))
+        sources.append(("baseline export", bytecode_env(args.baseline_src.resolve(), work)))
     for jobs in (1, 2):
 
         def export_cmd(src: Path, dst: Path, jobs: int = jobs) -> list[str]:
@@ -160,7 +151,7 @@ def token_formats(work: Path, target_bytes: int, steps: int) -> None:
         shutil.rmtree(out, ignore_errors=True)
         cmd = [sys.executable, "-m", "contagent", "export", str(corpus), "--out", str(out)]
         args = [*cmd, "--filter", "all", "--format", fmt, "--jobs", "1"]
-        wall, cpu, rss, _ = timed(args, env_of(REPO, work))
+        wall, cpu, rss, _ = timed(args, bytecode_env(REPO, work))
         if fmt == "atif":  # a document per rollout, listed in the folder's index
             rows = len(orjson.loads((out / fmt / "_index.json").read_bytes())["written"])
         else:

@@ -72,3 +72,61 @@ def test_help_lists_every_command() -> None:
     for names in cli.COMMAND_MODULES.values():
         for name in names:
             assert name in proc.stdout
+
+
+# The packages a command's start-up must not pay for unless its work needs them.
+HEAVY = ("pydantic", "pyarrow", "aiohttp", "PIL", "yaml", "numpy", "pandas", "matplotlib")
+HEAVY_AUDIT = """
+import sys
+from contagent.cli import main
+sys.argv = ["contagent", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("heavy:" + ",".join(sorted({m.split(".")[0] for m in sys.modules} & set(%r))), file=sys.stderr)
+"""
+
+
+def heavy(*args: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", HEAVY_AUDIT % (HEAVY,), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    line = [x for x in proc.stderr.splitlines() if x.startswith("heavy:")][-1]
+    return set(filter(None, line.removeprefix("heavy:").split(",")))
+
+
+def test_help_of_a_command_loads_no_heavy_package() -> None:
+    for command in ("export", "validate", "proxy", "compact"):
+        assert heavy(command, "--help") == set(), command
+
+
+def test_parsing_options_loads_no_pydantic(samples: Path) -> None:
+    # compact's own work needs none of them, so whatever it loads comes from the command
+    # line parser (a typer that builds a pydantic validator for every option loads pydantic)
+    assert heavy("compact", str(samples / "clean_pass")) == set()
+
+
+def test_a_proxy_starts_without_aiohttp_or_the_export() -> None:
+    # what `contagent proxy --tokens off` runs before its URL line: its modules, and
+    # asking the upstream what it is (port 1: refused at once)
+    code = (
+        "import sys; import contagent.cli.proxy_cmd, contagent.proxy; "
+        "from contagent.proxy.identify import plan_tokens; "
+        "plan = plan_tokens('off', 'http://127.0.0.1:1'); "
+        "print(plan.line); "
+        "print(','.join(sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[1:]))))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *HEAVY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    line, loaded_heavy = proc.stdout.splitlines()
+    assert line == "tokens: not recorded (--tokens off)"
+    assert set(filter(None, loaded_heavy.split(","))) == {"pydantic"}
