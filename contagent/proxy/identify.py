@@ -11,13 +11,9 @@ server's logprobs mode is probed and its default sampling asked for
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from dataclasses import dataclass
 from typing import Any
-
-import aiohttp
-import orjson
 
 from contagent.errors import ContagentError
 from contagent.proxy.probe import (
@@ -27,6 +23,7 @@ from contagent.proxy.probe import (
     render_defaults,
 )
 from contagent.proxy.tokens_mode import check_tokens_mode
+from contagent.proxy.upstream_ask import ASK_ERRORS, UpstreamAsk
 from contagent.wire import server_root
 
 #: seconds each of the two checks may take
@@ -51,18 +48,6 @@ class TokenPlan:
     details: tuple[str, ...] = ()
 
 
-async def _get(
-    session: aiohttp.ClientSession, url: str, headers: dict[str, str], tls: Any
-) -> tuple[int, Any]:
-    async with session.get(url, headers=headers, ssl=tls, allow_redirects=False) as resp:
-        body = await resp.content.read(MAX_ANSWER_BYTES + 1)
-    try:
-        data = orjson.loads(body) if len(body) <= MAX_ANSWER_BYTES else None
-    except orjson.JSONDecodeError:
-        data = None
-    return resp.status, data
-
-
 @dataclass
 class _Found:
     server: dict[str, Any] | None
@@ -71,12 +56,12 @@ class _Found:
     answered: bool = True
 
 
-async def _identify(
-    session: aiohttp.ClientSession, base: str, headers: dict[str, str], tls: Any,
-    owners: set[str] | None, model: str | None,
+def _identify(
+    ask: UpstreamAsk, base: str, headers: dict[str, str], owners: set[str] | None,
+    model: str | None,
 ) -> _Found:  # fmt: skip
     if owners is None or model is None:
-        status, models = await _get(session, base + "/v1/models", headers, tls)
+        status, models = ask.get(base + "/v1/models", headers, MAX_ANSWER_BYTES)
         if status != 200 or not isinstance(models, dict):
             return _Found(None, f"GET /v1/models answered {status}, not a model list")
         owners = model_owners(models) if owners is None else owners
@@ -84,7 +69,7 @@ async def _identify(
     if "vllm" not in owners:
         named = ", ".join(sorted(str(o) for o in owners)) or "nobody"
         return _Found(None, f"its models are owned by {named}, not vllm")
-    status, version = await _get(session, base + "/version", headers, tls)
+    status, version = ask.get(base + "/version", headers, MAX_ANSWER_BYTES)
     if (
         status != 200
         or not isinstance(version, dict)
@@ -104,18 +89,18 @@ def first_model(listing: Any) -> str | None:
     return None
 
 
-async def _probe(
-    session: aiohttp.ClientSession, base: str, headers: dict[str, str], tls: Any, found: _Found
+def _probe(
+    ask: UpstreamAsk, base: str, headers: dict[str, str], found: _Found
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Fill ``found.server``'s logprobs mode; (the server's default sampling, the lines)."""
     assert found.server is not None
     if found.model is None:
         found.server.update(logprobs_mode=None, logprobs_mode_how="not probed: no model listed")
         return None, []
-    mode, how = await probe_logprobs_mode(session, base, found.model, headers, tls)
+    mode, how = probe_logprobs_mode(ask, base, found.model, headers)
     found.server.update(logprobs_mode=mode, logprobs_mode_how=how)
-    defaults, said = await render_defaults(session, base, found.model, headers, tls)
-    inline, inline_said = await probe_inline_system(session, base, found.model, headers, tls)
+    defaults, said = render_defaults(ask, base, found.model, headers)
+    inline, inline_said = probe_inline_system(ask, base, found.model, headers)
     if inline is not None:
         found.server["inline_system"] = inline
     lines = [f"logprobs: {mode or 'unknown'} ({how})", f"sampling: {said}"]
@@ -156,25 +141,16 @@ def _run(
     upstream: str, headers: dict[str, str], tls: ssl.SSLContext | None,
     owners: set[str] | None, model: str | None, *, probe: bool,
 ) -> tuple[_Found, dict[str, Any] | None, list[str]]:  # fmt: skip
-    async def main() -> tuple[_Found, dict[str, Any] | None, list[str]]:
-        timeout = aiohttp.ClientTimeout(total=IDENTIFY_TIMEOUT_S)
-        ssl_arg: Any = tls if tls is not None else True
-        base = server_root(upstream)
-        async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as session:
-            found = await _identify(session, base, headers, ssl_arg, owners, model)
-            if not probe or found.server is None:
-                return found, None, []
-            defaults, lines = await _probe(session, base, headers, ssl_arg, found)
-            return found, defaults, lines
-
-    loop = asyncio.new_event_loop()
+    ask, base = UpstreamAsk(IDENTIFY_TIMEOUT_S, tls), server_root(upstream)
     try:
-        return loop.run_until_complete(main())
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+        found = _identify(ask, base, headers, owners, model)
+        if not probe or found.server is None:
+            return found, None, []
+        defaults, lines = _probe(ask, base, headers, found)
+        return found, defaults, lines
+    except ASK_ERRORS as exc:
         words = f"no answer ({type(exc).__name__}: {exc})".splitlines()[0][:200]
         return _Found(None, words, answered=False), None, []
-    finally:
-        loop.close()
 
 
 def plan_tokens(

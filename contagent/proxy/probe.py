@@ -18,11 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-import orjson
-
 from contagent.errors import ContagentError
 from contagent.proxy.sampling_options import server_defaults
+from contagent.proxy.upstream_ask import UpstreamAsk
 from contagent.translate import template_probe
 from contagent.wire.chat_completions import RENDER_ROUTE, ROUTE
 
@@ -105,29 +103,14 @@ def judge(at_one: dict[str, float], at_half: dict[str, float]) -> tuple[str | No
     return None, f"probe inconclusive: {seen}"
 
 
-async def _post(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str],
-    tls: Any,
-) -> tuple[int, Any]:  # fmt: skip
-    async with session.post(
-        url, data=orjson.dumps(body), headers={**headers, "Content-Type": "application/json"},
-        ssl=tls, allow_redirects=False,
-    ) as resp:  # fmt: skip
-        raw = await resp.content.read(MAX_ANSWER_BYTES + 1)
-    try:
-        return resp.status, orjson.loads(raw) if len(raw) <= MAX_ANSWER_BYTES else None
-    except orjson.JSONDecodeError:
-        return resp.status, None
-
-
-async def probe_logprobs_mode(
-    session: aiohttp.ClientSession, base: str, model: str, headers: dict[str, str], tls: Any
+def probe_logprobs_mode(
+    ask: UpstreamAsk, base: str, model: str, headers: dict[str, str]
 ) -> tuple[str | None, str]:
     """Ask ``base`` (a vLLM) the probe at both temperatures and judge the answers."""
     seen: list[dict[str, float]] = []
     for temperature in PROBE_TEMPERATURES:
-        status, answer = await _post(
-            session, base + ROUTE, probe_body(model, temperature), headers, tls
+        status, answer = ask.post(
+            base + ROUTE, probe_body(model, temperature), headers, MAX_ANSWER_BYTES
         )
         tops = first_top_logprobs(answer) if status == 200 else None
         if tops is None:
@@ -139,12 +122,12 @@ async def probe_logprobs_mode(
     return judge(seen[0], seen[1])
 
 
-async def render_defaults(
-    session: aiohttp.ClientSession, base: str, model: str, headers: dict[str, str], tls: Any
+def render_defaults(
+    ask: UpstreamAsk, base: str, model: str, headers: dict[str, str]
 ) -> tuple[dict[str, Any] | None, str]:
     """(the server's default sampling, or None; the line that says where it came from)."""
     body = {"model": model, "messages": [{"role": "user", "content": PROBE_PROMPT}]}
-    status, answer = await _post(session, base + RENDER_ROUTE, body, headers, tls)
+    status, answer = ask.post(base + RENDER_ROUTE, body, headers, MAX_ANSWER_BYTES)
     params = answer.get("sampling_params") if isinstance(answer, dict) else None
     found = server_defaults(params) if status == 200 else None
     if found is None:
@@ -155,13 +138,13 @@ async def render_defaults(
     return found, f"server sampling defaults from POST {RENDER_ROUTE}"
 
 
-async def probe_inline_system(
-    session: aiohttp.ClientSession, base: str, model: str, headers: dict[str, str], tls: Any
+def probe_inline_system(
+    ask: UpstreamAsk, base: str, model: str, headers: dict[str, str]
 ) -> tuple[str | None, str]:
     """How the server's Messages route renders a system message inside ``messages``
     (:mod:`contagent.translate.template_probe`): ``merged`` into the leading system prompt
     when its template refuses one after the first turn, else ``in_place``; None: unknown."""
-    status, _ = await _post(session, base + ROUTE, template_probe.merge_probe(model), headers, tls)
+    status, _ = ask.post(base + ROUTE, template_probe.merge_probe(model), headers, MAX_ANSWER_BYTES)
     merged = template_probe.merge_decision(status)
     if merged is None:
         return None, f"unknown (the probe answered {status})"

@@ -14,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-from aiohttp import web
 
 from contagent.errors import ContagentError
 from contagent.http_site import HttpSite
 from contagent.rawlog.reward import parse_post, write_reward
+
+if TYPE_CHECKING:  # imported when the route starts: a proxy without it starts without aiohttp
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ MAX_REWARD_BODY = 64 * 1024
 
 
 def _error(status: int, message: str) -> web.Response:
+    from aiohttp import web
+
     body = {"error": {"message": message, "type": "invalid_request_error"}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
@@ -47,6 +52,8 @@ class RewardRoute(HttpSite):
         return self.origin + REWARD_PATH
 
     async def start(self) -> None:
+        from aiohttp import web
+
         server = web.Server(self._handle)
         await self.listen(web.ServerRunner(server, shutdown_timeout=2.0), "--reward-port: ")
 
@@ -77,5 +84,7 @@ class RewardRoute(HttpSite):
         except ContagentError as exc:
             log.error("reward of %s not recorded: %s", post.rollout_id, exc)
             return _error(500, f"the reward could not be recorded: {exc}")
+        from aiohttp import web
+
         body = orjson.dumps(record.model_dump(mode="json"))
         return web.Response(body=body, content_type="application/json")
