@@ -137,6 +137,20 @@ def build(work: Path, quick: bool) -> dict[str, Path]:
     return made
 
 
+def interleaved(
+    n: int, onces: dict[str, Callable[[], Run]], prepare: Callable[[], object] | None = None
+) -> dict[str, Run]:
+    """Each of ``onces`` run ``n`` times in turn (the load moves less between a figure and its
+    baseline than between two blocks of runs); the median of each."""
+    runs: dict[str, list[Run]] = {label: [] for label in onces}
+    for _ in range(n):
+        for label, once in onces.items():
+            if prepare is not None:
+                prepare()
+            runs[label].append(once())
+    return {label: median_of(r) for label, r in runs.items()}
+
+
 def startup(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n: int) -> None:
     py, work = sys.executable, made["tiny"].parent
     row(
@@ -145,22 +159,29 @@ def startup(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n: i
         "",
         None,
     )
-    for label, env in trees:
-        me = [py, "-m", "contagent"]
+    me = [py, "-m", "contagent"]
+
+    def commands(label: str) -> list[list[str]]:
         out = work / f"out-{label}"
-        tiny = [*me, "export", str(made["tiny"]), "--out", str(work / f"tiny-{label}")]
-        export = [*me, "export", str(REPO / "data" / "rollouts"), "--out", str(out)]
-        export += ["--filter", "all"]
-        validate = [*me, "validate", str(out / "results.jsonl")]
-        for name, cmd, goal in (
-            ("start-up: export of one tiny rollout", tiny, 0.4),
-            ("export data/rollouts --filter all", export, 0.7),
-            ("validate of it", validate, 0.5),
-        ):
-            run = repeat(n, lambda cmd=cmd, env=env: command(cmd, env))
+        return [
+            [*me, "export", str(made["tiny"]), "--out", str(work / f"tiny-{label}")],
+            [*me, "export", str(REPO / "data" / "rollouts"), "--out", str(out), "--filter", "all"],
+            [*me, "validate", str(out / "results.jsonl")],
+        ]
+
+    names = ("start-up: export of one tiny rollout", "export data/rollouts --filter all")
+    names += ("validate of it",)
+    cmds = {label: commands(label) for label, _ in trees}
+    for k, (name, goal) in enumerate(zip(names, (0.4, 0.7, 0.5), strict=True)):
+        onces = {
+            label: (lambda cmd=cmds[label][k], env=env: command(cmd, env)) for label, env in trees
+        }
+        for label, run in interleaved(n, onces).items():
             row(f"{label}: {name}", run, f"<= {goal}", run[1] <= goal, f"  {load()}")
-        run = repeat(n, lambda env=env: proxy_start(env, work))
-        row(f"{label}: start-up: proxy --tokens off to its URL", run, "<= 0.4", run[1] <= 0.4, f"  {load()}")  # fmt: skip
+    onces = {label: (lambda env=env: proxy_start(env, work)) for label, env in trees}
+    for label, run in interleaved(n, onces).items():
+        name = f"{label}: start-up: proxy --tokens off to its URL"
+        row(name, run, "<= 0.4", run[1] <= 0.4, f"  {load()}")
 
 
 def throughput(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n: int) -> None:
@@ -169,14 +190,15 @@ def throughput(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n
     rollouts = sum(1 for _ in corpus.rglob("exchanges.jsonl"))
     print(f"\n{mb:.0f} MB corpus, {rollouts} rollouts{'':22}{'wall s':>8}{'CPU s':>8}"
           f"{'goal':>10}  {'met':5}{'x bare (wall / CPU)':>20}")  # fmt: skip
-    bare = repeat(n, lambda: command([sys.executable, "-c", BARE, str(corpus)]))
-    row("bare orjson parse (baseline)", bare, "", None, f"{mb / bare[0]:8.0f} MB/s")
-    for label, env in trees:
-        out = work / f"big-out-{label}"
+    outs = [work / f"big-out-{label}" for label, _ in trees]
+    onces = {"bare": lambda: command([sys.executable, "-c", BARE, str(corpus)])}
+    for (label, env), out in zip(trees, outs, strict=True):
         cmd = [sys.executable, "-m", "contagent", "export", str(corpus), "--out", str(out)]
-        run = repeat(
-            n, lambda cmd=cmd, env=env: command(cmd, env), lambda out=out: shutil.rmtree(out, True)
-        )
+        onces[label] = lambda cmd=cmd, env=env: command(cmd, env)
+    runs = interleaved(n, onces, lambda: [shutil.rmtree(out, True) for out in outs])
+    bare = runs.pop("bare")
+    row("bare orjson parse (baseline)", bare, "", None, f"{mb / bare[0]:8.0f} MB/s")
+    for label, run in runs.items():
         x_wall, x_cpu = bare[0] / run[0], bare[1] / run[1]
         row(f"{label}: export, default options", run, ">= 0.8x", x_cpu >= 0.8,
             f"{x_wall:9.2f} / {x_cpu:.2f}  {mb / run[0]:.0f} MB/s  {load()}")  # fmt: skip
