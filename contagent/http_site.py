@@ -4,9 +4,12 @@ serve one."""
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from contagent.errors import ContagentError
+
+if TYPE_CHECKING:  # imported when a site listens: defining one (the proxy's) loads no aiohttp
+    from aiohttp import web
 
 
 class HttpSite:
@@ -25,6 +28,8 @@ class HttpSite:
     async def listen(self, runner: web.BaseRunner, refused: str = "", backlog: int = 128) -> None:
         """Set ``runner`` up and serve it; ``refused`` starts the error line (e.g. the option
         that named the address)."""
+        from aiohttp import web
+
         await runner.setup()
         self._runner = runner
         try:
