@@ -4,8 +4,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+# Property tests run the same examples on every run and are never timed: a shared 2-core
+# machine under load can make one example take seconds, and a test must not fail for that.
+settings.register_profile("contagent", deadline=None, derandomize=True)
+settings.load_profile("contagent")
 
 
 # marker -> (variable that enables it, why it is skipped otherwise)
