@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 
-from contagent.translate.anthropic_events import MessagesEvents
-from contagent.translate.responses_events import ResponsesEvents
-from contagent.translate.responses_reply import ReplyContext
+from contagent.wire.translate.anthropic_events import MessagesEvents
+from contagent.wire.translate.responses_events import ResponsesEvents
+from contagent.wire.translate.responses_reply import ReplyContext
 
 
 def answer_chunks(tokens: int) -> list[bytes]:

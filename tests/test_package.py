@@ -37,7 +37,6 @@ LAYERS: tuple[frozenset[str], ...] = (
             "wire",
             "layout",
             "charts.png",
-            "translate",
             "model_schema",
             "versions",
             "errors",

@@ -1,8 +1,8 @@
 """Each wire API's knowledge lives in its adapter: its routes and stream event names are
 written in its own modules under ``contagent/wire/`` and nowhere else in ``contagent/``
-(``contagent/testing/``, whose stand-in server answers every API, excepted). A translation
-of an API to chat completions (``contagent/translate/``) speaks both, so it may name its own
-API's marks and chat's.
+(``contagent/testing/``, whose stand-in server answers every API, excepted). An adapter's
+translation to chat completions (``contagent/wire/translate/``) speaks both, so it may name its
+own API's marks and chat's.
 
 The marks are read from the adapters themselves (routes, end markers, the event types
 their stream folders take), so a route or event an adapter adds is checked too.
@@ -61,7 +61,7 @@ TRANSLATIONS: dict[str, str] = {"messages": "anthropic_", "responses": "response
 def _allowed(path: Path, name: str) -> bool:
     if path.is_relative_to(PACKAGE / "testing"):
         return True
-    if path.parent == PACKAGE / "translate":
+    if path.parent == WIRE / "translate":
         speaks = {n for n, prefix in TRANSLATIONS.items() if path.name.startswith(prefix)}
         return name in speaks or (bool(speaks) and name in ("chat", "completions"))
     return path.parent == WIRE and path.name in OWNERS[name]
@@ -120,9 +120,9 @@ def test_the_check_finds_a_leak(tmp_path: Path) -> None:
     sources[leaked] += '\n# ends with "message_stop"\n'
     assert leaks(sources) == ["contagent/proxy/stream_state.py: 'message_stop' (messages)"]
     sources = _sources()
-    sources[PACKAGE / "translate" / "anthropic_events.py"] += '\n# "response.completed"\n'
+    sources[WIRE / "translate" / "anthropic_events.py"] += '\n# "response.completed"\n'
     assert leaks(sources) == [
-        "contagent/translate/anthropic_events.py: 'response.completed' (responses)"
+        "contagent/wire/translate/anthropic_events.py: 'response.completed' (responses)"
     ]
     sources = _sources()
     sources[leaked] += '\n# the legacy route, "/completions"\n'

@@ -9,7 +9,7 @@ For each case of ``tests/translate/cases.py`` it asks vLLM's Messages server cod
 ``message_stream_converter``) what it makes, with its random signatures pinned, and writes
 that. It also parses our chat request with vLLM's own ``ChatCompletionRequest`` and
 compares every field with the request vLLM builds internally, so a difference shows here
-(exit 1) and not only at the fast tier's golden test. ``contagent.translate`` needs nothing
+(exit 1) and not only at the fast tier's golden test. ``contagent.wire.translate`` needs nothing
 outside the standard library, so this venv can import it.
 """
 
@@ -44,7 +44,7 @@ def _requests(problems: list[str]) -> dict[str, Any]:
     from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    from contagent.translate.anthropic_request import to_chat_request
+    from contagent.wire.translate.anthropic_request import to_chat_request
 
     out: dict[str, Any] = {}
     for name, (body, merge, effort) in cases.MESSAGES_REQUESTS.items():

@@ -21,8 +21,8 @@ from typing import Any
 from contagent.errors import ContagentError
 from contagent.proxy.sampling_options import server_defaults
 from contagent.proxy.upstream_ask import UpstreamAsk
-from contagent.translate import template_probe
 from contagent.wire.chat_completions import RENDER_ROUTE, ROUTE
+from contagent.wire.translate import template_probe
 
 #: the probe's fixed request: temperatures, seed, how many top logprobs
 PROBE_TEMPERATURES = (1.0, 0.5)
@@ -142,7 +142,7 @@ def probe_inline_system(
     ask: UpstreamAsk, base: str, model: str, headers: dict[str, str]
 ) -> tuple[str | None, str]:
     """How the server's Messages route renders a system message inside ``messages``
-    (:mod:`contagent.translate.template_probe`): ``merged`` into the leading system prompt
+    (:mod:`contagent.wire.translate.template_probe`): ``merged`` into the leading system prompt
     when its template refuses one after the first turn, else ``in_place``; None: unknown."""
     status, _ = ask.post(base + ROUTE, template_probe.merge_probe(model), headers, MAX_ANSWER_BYTES)
     merged = template_probe.merge_decision(status)

@@ -80,7 +80,7 @@ def render_answer(body: Any, defaults: dict[str, Any]) -> dict[str, Any]:
     return {"request_id": "render-stub", "token_ids": [1, 2, 3], "sampling_params": params}
 
 
-#: the roles of the inline-system probe (:mod:`contagent.translate.template_probe`)
+#: the roles of the inline-system probe (:mod:`contagent.wire.translate.template_probe`)
 INLINE_SYSTEM_ROLES = ["system", "user", "system", "user"]
 
 

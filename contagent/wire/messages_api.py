@@ -42,11 +42,11 @@ from typing import Any
 
 import orjson
 
-from contagent.translate import Untranslatable
-from contagent.translate.anthropic_request import merged_system
 from contagent.wire import WireApi
 from contagent.wire.chat import canonical_arguments, route_ends_with
 from contagent.wire.messages_stream import END_EVENT, EVENTS, MessageStream
+from contagent.wire.translate import Untranslatable
+from contagent.wire.translate.anthropic_request import merged_system
 
 #: how the Messages API's route ends
 ROUTES = ("/messages",)

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contagent.translate.anthropic_events import MessagesEvents
-from contagent.translate.anthropic_reply import to_messages_response, usage
+from contagent.wire.translate.anthropic_events import MessagesEvents
+from contagent.wire.translate.anthropic_reply import to_messages_response, usage
 
 
 def signer() -> Any:

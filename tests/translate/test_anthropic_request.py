@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from contagent.translate import Untranslatable
-from contagent.translate.anthropic_request import to_chat_request
+from contagent.wire.translate import Untranslatable
+from contagent.wire.translate.anthropic_request import to_chat_request
 
 BASH = {
     "name": "Bash",

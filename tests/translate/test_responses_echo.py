@@ -6,7 +6,7 @@ import typing
 
 import pytest
 
-from contagent.translate import responses_echo
+from contagent.wire.translate import responses_echo
 
 openai = pytest.importorskip("openai")
 pytestmark = pytest.mark.skipif(

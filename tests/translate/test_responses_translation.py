@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from contagent.translate import Untranslatable
-from contagent.translate.responses_events import ResponsesEvents, custom_payload_prefix
-from contagent.translate.responses_reply import ReplyContext, to_responses_response
-from contagent.translate.responses_request import custom_tool_parameters, to_chat_request
+from contagent.wire.translate import Untranslatable
+from contagent.wire.translate.responses_events import ResponsesEvents, custom_payload_prefix
+from contagent.wire.translate.responses_reply import ReplyContext, to_responses_response
+from contagent.wire.translate.responses_request import custom_tool_parameters, to_chat_request
 
 SHELL = {
     "type": "function",

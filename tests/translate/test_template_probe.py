@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contagent.translate import template_probe as tp
+from contagent.wire.translate import template_probe as tp
 
 
 def test_the_merge_probe_is_vllms_conversation_and_a_refusal_means_merge() -> None:

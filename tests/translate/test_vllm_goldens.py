@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from contagent.translate.anthropic_events import MessagesEvents
-from contagent.translate.anthropic_reply import to_messages_response
-from contagent.translate.anthropic_request import to_chat_request
+from contagent.wire.translate.anthropic_events import MessagesEvents
+from contagent.wire.translate.anthropic_reply import to_messages_response
+from contagent.wire.translate.anthropic_request import to_chat_request
 from tests.translate import cases
 
 GOLDENS = json.loads((Path(__file__).parent / "goldens.json").read_text(encoding="utf-8"))

@@ -21,13 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
-from contagent.translate import template_probe
-from contagent.translate.anthropic_events import MessagesEvents
-from contagent.translate.anthropic_reply import to_messages_response
-from contagent.translate.anthropic_request import to_chat_request as messages_to_chat
-from contagent.translate.responses_events import ResponsesEvents
-from contagent.translate.responses_reply import ReplyContext, to_responses_response
-from contagent.translate.responses_request import to_chat_request as responses_to_chat
+from contagent.wire.translate import template_probe
+from contagent.wire.translate.anthropic_events import MessagesEvents
+from contagent.wire.translate.anthropic_reply import to_messages_response
+from contagent.wire.translate.anthropic_request import to_chat_request as messages_to_chat
+from contagent.wire.translate.responses_events import ResponsesEvents
+from contagent.wire.translate.responses_reply import ReplyContext, to_responses_response
+from contagent.wire.translate.responses_request import to_chat_request as responses_to_chat
 from tests.vllm import agent_fixtures
 from tests.vllm import server as vllm_server
 from tests.vllm.conversations import Meta

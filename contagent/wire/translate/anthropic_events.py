@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from contagent.translate.anthropic_reply import Signer, new_signature, stop_reason, usage
+from contagent.wire.translate.anthropic_reply import Signer, new_signature, stop_reason, usage
 
 
 def sse_event(name: str, payload: dict[str, Any]) -> bytes:

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from contagent.translate.responses_reply import (
+from contagent.wire.translate.responses_reply import (
     ReplyContext,
     call_item,
     decode_custom_input,

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contagent.translate import responses_echo as echo
-from contagent.translate.responses_request import CUSTOM_INPUT_KEY, NAMESPACE_SEPARATOR
+from contagent.wire.translate import responses_echo as echo
+from contagent.wire.translate.responses_request import CUSTOM_INPUT_KEY, NAMESPACE_SEPARATOR
 
 
 def new_id(prefix: str) -> str:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contagent.translate import Untranslatable
+from contagent.wire.translate import Untranslatable
 
 #: vLLM's separator between a namespace and a tool name.
 NAMESPACE_SEPARATOR = "__"

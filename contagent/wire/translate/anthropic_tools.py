@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contagent.translate import Untranslatable
+from contagent.wire.translate import Untranslatable
 
 #: ``tool_choice.type`` -> the chat ``tool_choice``.
 TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}

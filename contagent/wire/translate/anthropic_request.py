@@ -44,8 +44,8 @@ import json
 import time
 from typing import Any
 
-from contagent.translate import Untranslatable
-from contagent.translate.anthropic_tools import chat_tool, resolved_tools, set_tool_choice
+from contagent.wire.translate import Untranslatable
+from contagent.wire.translate.anthropic_tools import chat_tool, resolved_tools, set_tool_choice
 
 #: Claude Code's attribution header, which vLLM leaves out of the system prompt.
 BILLING_HEADER = "x-anthropic-billing-header"
@@ -290,7 +290,7 @@ def to_chat_request(
     """The chat-completions request vLLM 0.32 builds for the Messages request ``body``.
 
     ``merge_inline_system`` and ``disabled_thinking_effort`` are what vLLM decides by
-    probing the served template (:mod:`contagent.translate.template_probe` does the same).
+    probing the served template (:mod:`contagent.wire.translate.template_probe` does the same).
     """
     body = _check(body)
     out: dict[str, Any] = {
