@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import orjson
 import pyarrow.parquet as pq
 import pytest
 
@@ -13,7 +12,6 @@ from contagent.export.exporter import ExportOptions, export
 from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import REPO, read_rows
-from tools.token_rollouts import SERVER_SAMPLING, recorded_sampling
 
 RECORDED = REPO / "data" / "rollouts" / "tokens"
 
@@ -22,47 +20,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _recorded_sampling(runs: Path) -> bool:
-    """Do the recorded requests say what they were sampled at (a re-recording does)?"""
-    return all(
-        req.get("sampling") is not None and "logprobs_mode" in (req.get("server") or {})
-        for log in runs.glob("*/exchanges.jsonl")
-        for req in read_exchanges(log).requests.values()
-    )
-
-
-def _as_recorded_now(runs: Path) -> None:
-    """Give requests recorded before the sampling was recorded what the proxy records now
-    against that server: vLLM's default temperature 1 (the tiny model's generation config
-    sets none) in the processed logprobs mode. The tokens themselves are untouched."""
-    for log in runs.glob("*/exchanges.jsonl"):
-        lines = []
-        for line in log.read_bytes().splitlines():
-            rec = orjson.loads(line)
-            if rec.get("type") == "request" and rec.get("sampling") is None:
-                rec["sampling"] = recorded_sampling(rec["body"], SERVER_SAMPLING)
-                rec["server"] = {**rec["server"], "logprobs_mode": "processed_logprobs"}
-            lines.append(orjson.dumps(rec))
-        log.write_bytes(b"\n".join(lines) + b"\n")
-
-
-def test_requests_recorded_without_their_sampling_give_no_samples(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    shutil.copytree(RECORDED, runs)
-    if _recorded_sampling(runs):
-        pytest.skip("the bundled rollouts record their sampling")
-    export([runs], tmp_path / "out", ExportOptions(formats=("tokens",), filter="all"))
-    for row in read_rows(tmp_path / "out" / "results.jsonl"):
-        assert "unknown_sampling" in row["tokens"]["kinds"], row["rollout_id"]
-        assert "--sampling-defaults" in row["tokens"]["reason"]
-
-
 @pytest.fixture
 def exported(tmp_path: Path) -> tuple[Path, dict[str, dict], list[dict]]:
     runs = tmp_path / "runs"
     shutil.copytree(RECORDED, runs)
-    if not _recorded_sampling(runs):
-        _as_recorded_now(runs)
     out = tmp_path / "out"
     # the samples drive the model with logit_bias and named tool choices: keep the tokens
     # that constrained in the mask, so that every sampled token is counted
@@ -108,3 +69,24 @@ def test_a_prefix_keeping_template_gives_a_multi_step_sample(
     assert len(rows[rid]["steps"]) >= 2
     # Qwen3's own template re-renders earlier turns: its prompts break the prefix
     assert rows[_named(rows, "default_template")]["tokens"]["breaks"]
+
+
+def test_the_recording_holds_what_rl_needs(tmp_path: Path) -> None:
+    """As a trainer takes it (constrained tokens out of the mask): free text under strict
+    tools is trained; the groups' rewards differ; the model's mistake keeps its samples; the
+    proxy-only rollouts' rewards came through the control route."""
+    out = tmp_path / "out"
+    export([RECORDED], out, ExportOptions(formats=("tokens",), filter="all"))
+    rows = {r["rollout_id"]: r for r in read_rows(out / "results.jsonl")}
+    records = pq.read_table(out / "tokens" / "data").to_pylist()
+    for row in rows.values():
+        assert {s["logprobs_mode"] for s in row["tokens"]["sampling"]} == {"processed_logprobs"}
+    free = [r for r in records if r["group_id"] == '["tokens_free_text","tiny"]']
+    assert len({r["rollout_id"] for r in free}) == 3 and all(any(r["mask"]) for r in free)
+    assert len({r["advantage"] for r in free}) == 3
+    mistake = rows[_named(rows, "model_mistake")]
+    assert mistake["not_ready_kinds"] == ["unknown_tool"]
+    assert any(r["rollout_id"] == mistake["rollout_id"] for r in records)
+    for rid in (_named(rows, "proxy_only_a"), _named(rows, "proxy_only_b")):
+        assert not (RECORDED / rid / "result.json").exists() and rows[rid]["reward"] is not None
+    assert {r["group_id"] for r in records if "proxy_only" in r["rollout_id"]} == {'["proxy_only"]'}

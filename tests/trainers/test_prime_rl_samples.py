@@ -80,8 +80,18 @@ def test_the_readme_tour_export_of_data_rollouts_goes_through_prepare_batch(
     formats = ("prime-sft", "trl", "tokens")
     export([REPO / "data" / "rollouts"], out, ExportOptions(filter="all", formats=formats))
     rows = _rows(out / "tokens")
-    # rollouts recorded before the proxy recorded the sampling give none (unknown_sampling)
-    _trainable(_recipe(prime_rl, rows) if rows else [])
+    samples = _recipe(prime_rl, rows)
+    assert len(samples) == len(rows) > 0
+    _trainable(samples)
+    # the groups with different rewards give nonzero advantages, on trainable tokens
+    moved = [s for s in samples if any(s.advantages)]
+    assert moved and all(any(s.mask) for s in moved)
+    assert {r["group_id"] for r, s in zip(rows, samples, strict=True) if s in moved} == {
+        '["tokens_free_text","tiny"]',
+        '["proxy_only"]',
+    }
+    # the sampling temperature the proxy recorded (--sampling-defaults 0.8, or the client's 1)
+    assert {round(t, 6) for s in samples for t in s.temperatures} == {0.8, 1.0}
 
 
 def _play(b: TokenRolloutBuilder) -> None:

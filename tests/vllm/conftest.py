@@ -1,4 +1,6 @@
-"""The vLLM tier's fixtures: one real server for the session, and a recording proxy in front.
+"""The vLLM tier's fixtures: one real server per logprobs mode for the session (vLLM's
+default ``raw_logprobs``, and ``processed_logprobs`` started only when a test asks for it),
+and a recording proxy in front of each.
 
 Needs ``CONTAGENT_VLLM_PYTHON`` (the tier's venv) and ``CONTAGENT_VLLM_MODEL`` (the
 built tiny model); scripts/ci-vllm.sh sets both and ``CONTAGENT_VLLM_TESTS=1``.
@@ -41,4 +43,28 @@ def record_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def proxy(vllm: vllm_server.VllmServer, record_dir: Path) -> Iterator[RunningProxy]:
     plan = plan_tokens("on", vllm.url)
     with start_proxy_in_thread(vllm.url, record_dir, tokens=True, server=plan.server) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def vllm_processed(
+    meta: Meta, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[vllm_server.VllmServer]:
+    """A second server, in ``processed_logprobs`` mode, answering the render route."""
+    log = tmp_path_factory.mktemp("vllm-processed") / "server.log"
+    srv = vllm_server.start(meta.model_dir, log, extra=vllm_server.PROCESSED)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def processed_proxy(
+    vllm_processed: vllm_server.VllmServer, record_dir: Path
+) -> Iterator[RunningProxy]:
+    plan = plan_tokens("on", vllm_processed.url)
+    with start_proxy_in_thread(
+        vllm_processed.url, record_dir, tokens=True, server=plan.server
+    ) as running:
         yield running

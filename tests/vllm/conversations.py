@@ -114,10 +114,12 @@ class Chat:
         tool: str | None = None,
         required: bool = False,
         max_tokens: int = 24,
-        end_bias: float = 8.0,
+        end_bias: float | None = 8.0,
         **extra: Any,
     ) -> Turn:
-        bias: dict[str, float] = {str(self.meta.eos): end_bias}
+        """``end_bias``: the end token's logit bias; None sends a free turn no bias at all
+        (its logprobs are then the model's own, at the step's temperature)."""
+        bias: dict[str, float] = {} if end_bias is None else {str(self.meta.eos): end_bias}
         body: dict[str, Any] = {
             "model": MODEL,
             "messages": list(messages),  # the history grows after this turn
@@ -132,8 +134,10 @@ class Chat:
             )
             bias = {str(i): -100.0 for i in self.meta.whitespace}
             bias.update({str(i): 6.0 for i in self.meta.quotes})
-            bias[str(self.meta.eos)] = end_bias
-        body["logit_bias"] = bias
+            if end_bias is not None:
+                bias[str(self.meta.eos)] = end_bias
+        if bias:
+            body["logit_bias"] = bias
         if self.temperature is not None:
             body["temperature"] = self.temperature
         if self.template is not None:

@@ -64,6 +64,11 @@ class VllmServer:
                 self.proc.wait(10)
 
 
+#: a server whose logprobs describe the distribution sampled from (as RL needs), and that
+#: answers the render route (so the proxy learns its default sampling)
+PROCESSED = ("--logprobs-mode", "processed_logprobs", "--enable-scale-out")
+
+
 @contextmanager
 def serving(model: Path, log: Path, *flags: str) -> Iterator[VllmServer]:
     """A server (given ``flags`` besides :func:`serve_args`) for a ``with`` block, a

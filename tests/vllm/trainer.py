@@ -16,12 +16,18 @@ HERE = Path(__file__).resolve().parent
 
 
 def recompute(
-    model_dir: Path | str, sequences: list[tuple[list[int], list[int]]]
+    model_dir: Path | str,
+    sequences: list[tuple[list[int], list[int]]],
+    temperatures: list[float] | None = None,
 ) -> list[list[float]]:
     """Per ``(token_ids, positions)``: the model's logprob of each position's token given
-    the tokens before it."""
+    the tokens before it (at the sequence's temperature, 1 when none is given)."""
     python = os.environ.get("CONTAGENT_VLLM_PYTHON", "python3")
-    payload = [{"token_ids": ids, "positions": pos} for ids, pos in sequences]
+    temps = temperatures or [1.0] * len(sequences)
+    payload = [
+        {"token_ids": ids, "positions": pos, "temperature": t}
+        for (ids, pos), t in zip(sequences, temps, strict=True)
+    ]
     proc = subprocess.run(
         [python, str(HERE / "recompute.py"), str(model_dir)],
         input=json.dumps(payload), capture_output=True, text=True, check=False, timeout=300,
