@@ -306,3 +306,15 @@ def test_token_options_read_back_and_refuse_what_they_do_not_know() -> None:
     assert rl.TokenOptions.read(b'{"advantage": "ppo"}') is None
     assert rl.TokenOptions.read(b"not json") is None
     assert rl.TokenOptions.read(None) is None
+
+
+def test_validate_reads_the_posted_reward_too(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for rid, value in (("p1", 1.0), ("p2", 0.0)):
+        _proxy_only(runs, rid, value, "g")
+    _export(runs, tmp_path / "out")  # healthy, with the posted rewards
+    post = reward_file.RewardPost(rollout_id="p2", reward=0.25, group="g")
+    reward_file.write_reward(runs / "p2", post)  # changed after the export
+    report = validate(tmp_path / "out" / "results.jsonl")
+    assert not report.ok
+    assert any("reward is 0.0" in v.reason for v in report.violations), report.violations
