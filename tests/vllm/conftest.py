@@ -52,11 +52,8 @@ def vllm_processed(
 ) -> Iterator[vllm_server.VllmServer]:
     """A second server, in ``processed_logprobs`` mode, answering the render route."""
     log = tmp_path_factory.mktemp("vllm-processed") / "server.log"
-    srv = vllm_server.start(meta.model_dir, log, extra=vllm_server.PROCESSED)
-    try:
+    with vllm_server.serving(meta.model_dir, log, *vllm_server.PROCESSED) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,30 +1,17 @@
 """The logprobs-mode probe against the real server in both modes: the tier's own server
-(vLLM's default, raw_logprobs) and a second, short-lived one served with
+(vLLM's default, raw_logprobs) and the tier's second one (``vllm_processed``), served with
 ``--logprobs-mode processed_logprobs --enable-scale-out`` (which also answers the render
 route, so the server's default sampling is learnt)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 
 from contagent.proxy.identify import plan_tokens
 from contagent.rawlog.records import ServerInfo
 from tests.vllm import server as vllm_server
-from tests.vllm.conversations import Meta
 
 pytestmark = pytest.mark.vllm
-
-
-@pytest.fixture(scope="module")
-def processed(
-    meta: Meta, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[vllm_server.VllmServer]:
-    log = tmp_path_factory.mktemp("vllm-processed") / "server.log"
-    flags = ("--logprobs-mode", "processed_logprobs", "--enable-scale-out")
-    with vllm_server.serving(meta.model_dir, log, *flags) as srv:
-        yield srv
 
 
 def test_the_default_server_is_probed_raw(vllm: vllm_server.VllmServer) -> None:
@@ -39,8 +26,10 @@ def test_the_default_server_is_probed_raw(vllm: vllm_server.VllmServer) -> None:
     assert "render answered 40" in plan.details[1] and "--enable-scale-out" in plan.details[1]
 
 
-def test_a_processed_server_is_probed_processed(processed: vllm_server.VllmServer) -> None:
-    plan = plan_tokens("on", processed.url)
+def test_a_processed_server_is_probed_processed(
+    vllm_processed: vllm_server.VllmServer,
+) -> None:
+    plan = plan_tokens("on", vllm_processed.url)
     assert plan.server is not None and plan.server["logprobs_mode"] == "processed_logprobs"
     assert plan.server["logprobs_mode_how"].startswith("probed: gaps at temperature 0.5 are 2.0")
     # the tiny model has no generation_config: vLLM's neutral defaults
