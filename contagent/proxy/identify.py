@@ -26,8 +26,11 @@ from contagent.proxy.tokens_mode import check_tokens_mode
 from contagent.proxy.upstream_ask import ASK_ERRORS, UpstreamAsk
 from contagent.wire import server_root
 
-#: seconds each of the two checks may take
+#: seconds the identifying GETs (``/v1/models``, ``/version``) may take, all together
 IDENTIFY_TIMEOUT_S = 10.0
+#: seconds the probes may take, all together: they are generations, and a cold or busy
+#: server (a CPU build takes 30 s for its first answer) must not read as "not vLLM"
+PROBE_TIMEOUT_S = 120.0
 #: answers are untrusted input: larger ones are not read
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
@@ -141,16 +144,27 @@ def _run(
     upstream: str, headers: dict[str, str], tls: ssl.SSLContext | None,
     owners: set[str] | None, model: str | None, *, probe: bool,
 ) -> tuple[_Found, dict[str, Any] | None, list[str]]:  # fmt: skip
-    ask, base = UpstreamAsk(IDENTIFY_TIMEOUT_S, tls), server_root(upstream)
+    base = server_root(upstream)
     try:
-        found = _identify(ask, base, headers, owners, model)
-        if not probe or found.server is None:
-            return found, None, []
-        defaults, lines = _probe(ask, base, headers, found)
-        return found, defaults, lines
+        found = _identify(UpstreamAsk(IDENTIFY_TIMEOUT_S, tls), base, headers, owners, model)
     except ASK_ERRORS as exc:
-        words = f"no answer ({type(exc).__name__}: {exc})".splitlines()[0][:200]
-        return _Found(None, words, answered=False), None, []
+        return _Found(None, _no_answer(exc), answered=False), None, []
+    if not probe or found.server is None:
+        return found, None, []
+    try:
+        defaults, lines = _probe(UpstreamAsk(PROBE_TIMEOUT_S, tls), base, headers, found)
+    except ASK_ERRORS as exc:
+        # a vLLM whose probe went unanswered: its mode stays unknown, which the export
+        # judges (unknown_logprobs_mode), never "not vLLM"
+        how = f"not probed: {_no_answer(exc)}"
+        if found.server.get("logprobs_mode") is None:
+            found.server.update(logprobs_mode=None, logprobs_mode_how=how)
+        return found, None, [f"probes: {how}"]
+    return found, defaults, lines
+
+
+def _no_answer(exc: BaseException) -> str:
+    return f"no answer ({type(exc).__name__}: {exc})".splitlines()[0][:200]
 
 
 def plan_tokens(

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from contagent.errors import ContagentError
+from contagent.proxy import identify
 from contagent.proxy.identify import plan_tokens
 from contagent.proxy.probe import (
     PROBE_SEED,
@@ -151,3 +152,42 @@ def test_plan_probes_how_the_template_takes_a_later_system_message(refuses, deci
         assert off.server is not None and "inline_system" not in off.server
     finally:
         stub.stop()
+
+
+def test_the_probes_have_their_own_deadline_beside_the_identifying_gets(monkeypatch):
+    """A cold or busy server may take far longer to generate than to list its models: the
+    probes' bound is not what is left of the identifying GETs' few seconds."""
+    made: list[float] = []
+    real = identify.UpstreamAsk
+
+    def recording(timeout_s, tls):
+        made.append(timeout_s)
+        return real(timeout_s, tls)
+
+    monkeypatch.setattr(identify, "UpstreamAsk", recording)
+    stub = start_stub_in_thread([])
+    try:
+        plan = plan_tokens("auto", stub.url)
+    finally:
+        stub.stop()
+    assert plan.record and plan.server is not None
+    assert made == [identify.IDENTIFY_TIMEOUT_S, identify.PROBE_TIMEOUT_S]
+    assert identify.PROBE_TIMEOUT_S > identify.IDENTIFY_TIMEOUT_S
+
+
+@pytest.mark.parametrize("tokens", ["auto", "on"])
+def test_an_unanswered_probe_leaves_the_mode_unknown_not_the_server(monkeypatch, tokens):
+    def no_answer(*args, **kwargs):
+        raise TimeoutError("the upstream did not answer in time")
+
+    monkeypatch.setattr(identify, "probe_logprobs_mode", no_answer)
+    stub = start_stub_in_thread([])
+    try:
+        plan = plan_tokens(tokens, stub.url)
+    finally:
+        stub.stop()
+    assert plan.record and plan.server is not None and plan.server["name"] == "vllm"
+    assert plan.server["logprobs_mode"] is None
+    assert plan.server["logprobs_mode_how"].startswith("not probed: no answer (TimeoutError")
+    assert plan.details == (f"probes: {plan.server['logprobs_mode_how']}",)
+    ServerInfo.model_validate(plan.server)
