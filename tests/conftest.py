@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from contagent.testing.inprocess import agent_script
+from contagent.testing.llm_stub import RunningStub, start_stub_in_thread
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
@@ -43,3 +47,14 @@ def samples(tmp_path: Path) -> Path:
     root = tmp_path / "rollouts"
     write_samples(root)
     return root
+
+
+@pytest.fixture
+def stub() -> Iterator[RunningStub]:
+    """The scripted LLM server playing the in-process agent's moves, serving model ``m``
+    (the engine tests and the trainers tier)."""
+    running = start_stub_in_thread(agent_script, models=["m"])
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -1,22 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from contagent.testing.inprocess import agent_script
-from contagent.testing.llm_stub import RunningStub, start_stub_in_thread
 from tests.runner.helpers import write_experiment
-
-
-@pytest.fixture
-def stub() -> Iterator[RunningStub]:
-    running = start_stub_in_thread(agent_script, models=["m"])
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -24,8 +23,8 @@ from contagent.engine.trl_worker import ContagentRolloutWorker
 from contagent.export.exporter import ExportOptions
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.lifecycle.rollout import RolloutPlan
-from contagent.testing.inprocess import InProcessExecutor, agent_script
-from contagent.testing.llm_stub import RunningStub, start_stub_in_thread
+from contagent.testing.inprocess import InProcessExecutor
+from contagent.testing.llm_stub import RunningStub
 from contagent.testing.stub_tokens import BYTE_BASE, SPECIAL
 from tests.runner.helpers import write_experiment
 
@@ -38,15 +37,6 @@ SAMPLING = ExportOptions(allow_raw_logprobs=True)
 def stub_decode(ids: list[int]) -> str:
     """The stub's own tokenizer, backwards."""
     return "".join(SPECIAL[i] if i < BYTE_BASE else chr(i - BYTE_BASE) for i in ids)
-
-
-@pytest.fixture
-def stub() -> Iterator[RunningStub]:
-    running = start_stub_in_thread(agent_script, models=["m"])
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def engine_config(tmp_path: Path, stub: RunningStub, temperature: float = 1.0) -> EngineConfig:

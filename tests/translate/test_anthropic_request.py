@@ -9,12 +9,7 @@ import pytest
 
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.anthropic_request import to_chat_request
-
-BASH = {
-    "name": "Bash",
-    "description": "run",
-    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
-}
+from tests.translate.cases import BASH
 
 
 def claude_code_body(**extra: Any) -> dict[str, Any]:
