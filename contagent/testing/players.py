@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall
 from contagent.testing.messages_moves import is_messages
@@ -130,6 +131,18 @@ def any_agent() -> Callable[[StubRequest], Reply]:
         if _tool_names(req) == {"bash"}:
             return mini(req)
         return openhands(req)
+
+    return play
+
+
+def thinking(player: Callable[[StubRequest], Reply]) -> Callable[[StubRequest], Reply]:
+    """``player`` with reasoning before each answer (a thinking block on Messages, a reasoning
+    item on Responses, ``reasoning`` on chat), as a thinking model's server returns it."""
+
+    def play(req: StubRequest) -> Reply:
+        reply = player(req)
+        step = "answer" if not reply.tool_calls else f"call {reply.tool_calls[0].name}"
+        return replace(reply, reasoning_content=f"The task needs one more step, so I {step}.")
 
     return play
 

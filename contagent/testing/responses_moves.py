@@ -4,7 +4,10 @@
 ``"stream": true``, the event stream a Responses server sends: ``response.created``,
 each output item added / its deltas / done, then ``response.completed`` (or
 ``response.incomplete`` when the reply's finish reason is ``length``) carrying
-the whole response. Pure functions, so tests can feed them to the proxy's parsers.
+the whole response. Reasoning comes as vLLM's Responses server sends it: a ``reasoning``
+item whose text is one ``reasoning_text`` content part (no summary, no encrypted content),
+streamed as ``reasoning_text`` deltas, so an agent echoes back what it would echo to vLLM.
+Pure functions, so tests can feed them to the proxy's parsers.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import orjson
 
 from contagent.testing.llm_moves import Reply, StubRequest, split_text
 from contagent.wire.responses import is_responses_path
+from contagent.wire.translate.responses_reply import reasoning_item
 
 
 def is_responses(req: StubRequest) -> bool:
@@ -43,13 +47,7 @@ def _usage(req: StubRequest, reply: Reply) -> dict[str, Any]:
 def output_items(reply: Reply, rid: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if reply.reasoning_content is not None:
-        items.append(
-            {
-                "type": "reasoning",
-                "id": f"rs_{rid}",
-                "summary": [{"type": "summary_text", "text": reply.reasoning_content}],
-            }
-        )
+        items.append(reasoning_item(f"rs_{rid}", reply.reasoning_content, "completed"))
     if reply.content is not None:
         items.append(
             {
@@ -91,6 +89,20 @@ def response_json(req: StubRequest, reply: Reply, rid: str) -> dict[str, Any]:
     }
 
 
+def _reasoning_events(event: Any, item: dict[str, Any], n: int, chunks: int) -> list[Any]:
+    """A reasoning item's text as vLLM streams it: one ``reasoning_text`` part's deltas."""
+    text = item["content"][0]["text"]
+    where = {"item_id": item["id"], "output_index": n, "content_index": 0}
+    out = [event("response.content_part.added", part={"text": "", "type": "reasoning_text"},
+                 **where)]  # fmt: skip
+    out += [
+        event("response.reasoning_text.delta", delta=p, **where) for p in split_text(text, chunks)
+    ]
+    out.append(event("response.reasoning_text.done", text=text, **where))
+    out.append(event("response.content_part.done", part=item["content"][0], **where))
+    return out
+
+
 def response_events(req: StubRequest, reply: Reply, rid: str) -> list[tuple[str, str]]:
     """The stream as (event name, JSON data) pairs; the last one carries the whole response."""
     full = response_json(req, reply, rid)
@@ -110,8 +122,10 @@ def response_events(req: StubRequest, reply: Reply, rid: str) -> list[tuple[str,
         elif kind == "function_call":
             empty["arguments"] = ""
         elif kind == "reasoning":
-            empty["summary"] = []
+            empty["content"] = None
         out.append(event("response.output_item.added", output_index=n, item=empty))
+        if kind == "reasoning":
+            out += _reasoning_events(event, item, n, reply.chunks)
         if kind == "message":
             text = item["content"][0]["text"]
             for part in split_text(text, reply.chunks):

@@ -1,287 +1,92 @@
-"""Multi-turn Claude Code and Codex conversations, request by request, in the shapes those
-agents send.
+"""Claude Code's and Codex's conversations, request by request, as the real agents sent them.
 
-These were not recorded from the real agents (neither could be run here); they are built
-to the wire facts observed from Claude Code 2.1.332 (docs/messages.md and the notes it
-cites: system blocks with a billing header and cache markers, a system message inside
-``messages``, adaptive thinking, echoed thinking with signatures, ``tool_use`` /
-``tool_result``, an error result, ``stream: true``) and to Codex's Responses requests
-(instructions, developer and user messages of ``input_text`` parts, reasoning items with
-summaries, ``function_call`` / ``function_call_output``, the ``apply_patch`` custom tool
-and its ``custom_tool_call``, a built-in tool beside function tools, ``store: false``).
-``apply_patch`` is the free-form (text) custom tool: vLLM refuses one with a grammar format.
-Each list holds the requests of one conversation in order; every request carries the whole
-history, as both agents send it. ``max_tokens`` is small so the tiny model answers fast.
+``fixtures/claude_code.json`` and ``fixtures/codex.json`` were recorded from the real agents
+(Claude Code 2.1.332 and Codex 0.171.0 in their runner images) through the recording proxy,
+by ``python -m tests.vllm.record_agents``, which says how: each is one ``exp_001`` rollout
+against the scripted stand-in, whose model thinks before every answer and calls a shell tool
+twice before a final text answer. So each holds three streamed requests, each carrying the
+whole history, with what the agents send back: Claude Code's billing-header system blocks,
+its system message inside ``messages``, ``thinking`` blocks with their signatures,
+``tool_use`` / ``tool_result``; Codex's developer messages, ``reasoning`` items with their
+``reasoning_text``, ``function_call`` / ``function_call_output`` and its full tool list.
+
+The replay changes three things, and only these, so that the tier's tiny model (a
+context of 32768 tokens, :data:`MAX_MODEL_LEN`) answers them fast and alike on both routes:
+
+- ``model`` -> the tier's served name;
+- ``max_tokens`` (Claude Code asks for 32000) and ``max_output_tokens`` (Codex sets none)
+  -> :data:`MAX_TOKENS`;
+- the tests add ``temperature: 0`` (greedy; Messages has no ``seed``).
+
+The recorded headers (``anthropic-version``, ``anthropic-beta``, ``user-agent``, ...) are
+sent with each request as the agents sent them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+import orjson
 
-CC_TOOLS = [
-    {
-        "name": "Bash",
-        "description": "Executes a bash command.",
-        "input_schema": {
-            "$schema": SCHEMA,
-            "type": "object",
-            "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
-            "required": ["command"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "name": "Read",
-        "description": "Reads a file.",
-        "input_schema": {
-            "$schema": SCHEMA,
-            "type": "object",
-            "properties": {"file_path": {"type": "string"}},
-            "required": ["file_path"],
-        },
-    },
-    {
-        "name": "DeferredToolPlaceholder",
-        "description": "never call",
-        "input_schema": {"type": "object"},
-        "defer_loading": True,
-    },
-]
+from tests.vllm.server import SERVED_NAME
 
-CC_SYSTEM = [
-    {
-        "type": "text",
-        "text": "x-anthropic-billing-header: cc_version=2.1.332.abc; cc_entrypoint=sdk-cli; cch=00000;",
-    },
-    {
-        "type": "text",
-        "text": "You are Claude Code, Anthropic's official CLI for Claude.",
-        "cache_control": {"type": "ephemeral"},
-    },
-    {
-        "type": "text",
-        "text": "\nYou are an interactive agent that helps users with software engineering tasks.",
-        "cache_control": {"type": "ephemeral"},
-    },
-]
-
-CC_ENV = (
-    "<system-reminder>\nWorking directory: /root/workspace\nPlatform: linux\n</system-reminder>"
-)
-
-_CC_TURN_1 = [
-    {
-        "role": "user",
-        "content": [
-            {
-                "type": "text",
-                "text": "Create hello.txt containing hi.",
-                "cache_control": {"type": "ephemeral"},
-            }
-        ],
-    },
-    {"role": "system", "content": [{"type": "text", "text": CC_ENV}]},
-]
-_CC_TURN_2 = [
-    {
-        "role": "assistant",
-        "content": [
-            {
-                "type": "thinking",
-                "thinking": "I should write the file with bash.",
-                "signature": "b8d1e2f4a0c94c6e9d0f1a2b3c4d5e6f",
-            },
-            {"type": "text", "text": "I'll create it."},
-            {
-                "type": "tool_use",
-                "id": "toolu_01",
-                "name": "Bash",
-                "input": {"command": "echo hi > hello.txt"},
-            },
-        ],
-    },
-    {
-        "role": "user",
-        "content": [
-            {
-                "type": "tool_result",
-                "tool_use_id": "toolu_01",
-                "content": "(Bash completed with no output)",
-                "is_error": False,
-                "cache_control": {"type": "ephemeral"},
-            }
-        ],
-    },
-]
-_CC_TURN_3 = [
-    {
-        "role": "assistant",
-        "content": [
-            {
-                "type": "tool_use",
-                "id": "toolu_02",
-                "name": "Read",
-                "input": {"file_path": "/root/workspace/hello.txt"},
-            }
-        ],
-    },
-    {
-        "role": "user",
-        "content": [
-            {
-                "type": "tool_result",
-                "tool_use_id": "toolu_02",
-                "content": "File does not exist.",
-                "is_error": True,
-            },
-            {"type": "text", "text": "Check again.", "cache_control": {"type": "ephemeral"}},
-        ],
-    },
-]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: what the replay lets the tiny model sample, per answer
+MAX_TOKENS = 48
+#: the replay server's context: Claude Code's requests are about 22,000 tiny-model tokens
+MAX_MODEL_LEN = 32768
+#: headers the replay does not resend (the HTTP client sets its own)
+_TRANSPORT = frozenset({"content-type", "content-length", "accept-encoding", "host"})
 
 
-def _claude_code(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "model": "tiny",
-        "max_tokens": 48,
-        "stream": True,
-        "metadata": {"user_id": '{"device_id":"0","session_id":"s"}'},
-        "system": CC_SYSTEM,
-        "messages": messages,
-        "tools": CC_TOOLS,
-        "thinking": {"type": "adaptive"},
-        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "output_config": {"effort": "high"},
-    }
+@dataclass(frozen=True)
+class Recorded:
+    """One recorded request, normalised for the replay."""
+
+    agent: str
+    turn: int
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.agent}-turn{self.turn}"
 
 
-CLAUDE_CODE = [
-    _claude_code(_CC_TURN_1),
-    _claude_code([*_CC_TURN_1, *_CC_TURN_2]),
-    _claude_code([*_CC_TURN_1, *_CC_TURN_2, *_CC_TURN_3]),
-]
-
-CODEX_TOOLS = [
-    {
-        "type": "function",
-        "name": "shell",
-        "description": "Runs a shell command and returns its output.",
-        "strict": False,
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "command": {"type": "array", "items": {"type": "string"}},
-                "workdir": {"type": "string"},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
-    },
-    {
-        "type": "custom",
-        "name": "apply_patch",
-        "description": "Use the `apply_patch` tool to edit files.",
-        "format": {"type": "text"},
-    },
-    {"type": "web_search"},
-]
-
-_CX_TURN_1 = [
-    {
-        "type": "message",
-        "role": "developer",
-        "content": [
-            {
-                "type": "input_text",
-                "text": "<permissions instructions>\nsandbox_mode: danger-full-access\n</permissions instructions>",
-            }
-        ],
-    },
-    {
-        "type": "message",
-        "role": "user",
-        "content": [
-            {
-                "type": "input_text",
-                "text": "<environment_context>\n  <cwd>/root/workspace</cwd>\n</environment_context>",
-            }
-        ],
-    },
-    {
-        "type": "message",
-        "role": "user",
-        "content": [{"type": "input_text", "text": "Create hello.txt containing hi."}],
-    },
-]
-_CX_TURN_2 = [
-    {
-        "type": "reasoning",
-        "id": "rs_0a",
-        "summary": [{"type": "summary_text", "text": "Planning a shell call"}],
-        "content": [{"type": "reasoning_text", "text": "I will use the shell."}],
-        "encrypted_content": None,
-    },
-    {
-        "type": "function_call",
-        "id": "fc_0a",
-        "name": "shell",
-        "arguments": '{"command":["bash","-lc","ls"]}',
-        "call_id": "call_A",
-    },
-    {
-        "type": "function_call_output",
-        "call_id": "call_A",
-        "output": '{"output":"","metadata":{"exit_code":0,"duration_seconds":0.0}}',
-    },
-]
-_CX_TURN_3 = [
-    {
-        "type": "custom_tool_call",
-        "id": "ctc_0b",
-        "status": "completed",
-        "call_id": "call_B",
-        "name": "apply_patch",
-        "input": "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n",
-    },
-    {
-        "type": "custom_tool_call_output",
-        "call_id": "call_B",
-        "output": "Success. Updated the following files:\nA hello.txt\n",
-    },
-    {
-        "type": "message",
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
-    },
-    {
-        "type": "message",
-        "role": "user",
-        "content": [{"type": "input_text", "text": "Now show it."}],
-    },
-]
+def _normalised(body: dict[str, Any], limit: str) -> dict[str, Any]:
+    return {**body, "model": SERVED_NAME, limit: MAX_TOKENS}
 
 
-def _codex(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "model": "tiny",
-        "instructions": "You are Codex, a coding agent. Be concise.",
-        "input": items,
-        "tools": CODEX_TOOLS,
-        "tool_choice": "auto",
-        "parallel_tool_calls": False,
-        "reasoning": {"effort": "medium", "summary": "auto"},
-        "store": False,
-        "stream": True,
-        "include": ["reasoning.encrypted_content"],
-        "prompt_cache_key": "0199a1b2-c3d4",
-        "max_output_tokens": 48,
-    }
+def load(agent: str) -> list[Recorded]:
+    """The agent's recorded requests, in order (``agent``: ``claude_code`` or ``codex``)."""
+    fixture = orjson.loads((FIXTURES / f"{agent}.json").read_bytes())
+    limit = "max_tokens" if agent == "claude_code" else "max_output_tokens"
+    return [
+        Recorded(
+            agent=agent,
+            turn=n + 1,
+            path=req["path"],
+            headers={k: v for k, v in req["headers"].items() if k not in _TRANSPORT},
+            body=_normalised(req["body"], limit),
+        )
+        for n, req in enumerate(fixture["requests"])
+    ]
 
 
-CODEX = [
-    _codex(_CX_TURN_1),
-    _codex([*_CX_TURN_1, *_CX_TURN_2]),
-    _codex([*_CX_TURN_1, *_CX_TURN_2, *_CX_TURN_3]),
-]
+CLAUDE_CODE = load("claude_code")
+CODEX = load("codex")
+
+
+def shape(value: Any, key: str = "") -> Any:
+    """``value`` with its free text and numbers replaced by their type: what stays the same
+    when the agent is recorded again (keys, block and item types, roles, list lengths)."""
+    if isinstance(value, dict):
+        return {k: shape(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(v) for v in value]
+    if key in ("type", "role", "name") or isinstance(value, bool) or value is None:
+        return value
+    return type(value).__name__

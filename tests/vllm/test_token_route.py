@@ -3,9 +3,10 @@ from chat completions give the prompt vLLM's own Messages and Responses routes r
 the same greedy answer, body for body and event for event.
 
 A second, module-scoped server runs with ``--enable-scale-out`` for vLLM's render routes
-(``/v1/messages/render``, ``/v1/responses/render``, ``/v1/chat/completions/render``). For
-every request of the fixtures (:mod:`tests.vllm.agent_fixtures`), greedy (temperature 0,
-no prefix cache):
+(``/v1/messages/render``, ``/v1/responses/render``, ``/v1/chat/completions/render``), with
+a context long enough for the agents' real requests (:data:`REPLAY_FLAGS`). For every
+request the real agents sent (:mod:`tests.vllm.agent_fixtures`), greedy (temperature 0, no
+prefix cache):
 
 - the prompt ids of the translated chat request equal vLLM's rendering of the original;
 - the JSON answer and the stream's events equal vLLM's own, except what vLLM draws at
@@ -41,11 +42,19 @@ RANDOM = frozenset({"id", "signature", "created_at", "item_id", "call_id"})
 TOKEN_FIELDS = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
 
 
+#: The replay server: render routes, and a context for Claude Code's ~22,000-token requests
+#: (the tiny model's RoPE has no trained length to keep to).
+REPLAY_FLAGS = (
+    "--enable-scale-out", "--max-model-len", str(agent_fixtures.MAX_MODEL_LEN),
+    "--hf-overrides", json.dumps({"max_position_embeddings": agent_fixtures.MAX_MODEL_LEN}),
+)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def scaled(meta: Meta, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     log = tmp_path_factory.mktemp("vllm-scaled") / "server.log"
     with (
-        vllm_server.serving(meta.model_dir, log, "--enable-scale-out") as srv,
+        vllm_server.serving(meta.model_dir, log, *REPLAY_FLAGS) as srv,
         httpx.Client(base_url=srv.url, timeout=300) as client,
     ):
         yield client
@@ -59,15 +68,19 @@ def masked(value: Any) -> Any:
     return value
 
 
-def post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    resp = client.post(path, json=body)
+def post(
+    client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    resp = client.post(path, json=body, headers=headers)
     assert resp.status_code == 200, f"{path}: {resp.status_code} {resp.text[:500]}"
     return dict(resp.json())
 
 
-def sse(client: httpx.Client, path: str, body: dict[str, Any]) -> list[str]:
+def sse(
+    client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> list[str]:
     """The data lines of a stream, in order (``[DONE]`` included where sent)."""
-    with client.stream("POST", path, json=body) as resp:
+    with client.stream("POST", path, json=body, headers=headers) as resp:
         assert resp.status_code == 200, path
         return [line[6:] for line in resp.iter_lines() if line.startswith("data: ")]
 
@@ -153,17 +166,17 @@ def merge(scaled: httpx.Client) -> bool:
     return decision
 
 
-@pytest.mark.parametrize("turn", range(len(agent_fixtures.CLAUDE_CODE)))
+@pytest.mark.parametrize("req", agent_fixtures.CLAUDE_CODE, ids=lambda r: r.id)
 def test_claude_code_requests_render_and_answer_as_vllms_messages_route(
-    scaled: httpx.Client, merge: bool, turn: int
+    scaled: httpx.Client, merge: bool, req: agent_fixtures.Recorded
 ) -> None:
-    body = {**agent_fixtures.CLAUDE_CODE[turn], "temperature": 0}
+    body = {**req.body, "temperature": 0}
     chat = messages_to_chat(body, merge_inline_system=merge)
-    theirs = post(scaled, "/v1/messages/render", body)["token_ids"]
+    theirs = post(scaled, "/v1/messages/render", body, req.headers)["token_ids"]
     ours = post(scaled, "/v1/chat/completions/render", chat)["token_ids"]
     assert ours == theirs
 
-    native = post(scaled, "/v1/messages", {**body, "stream": False})
+    native = post(scaled, "/v1/messages", {**body, "stream": False}, req.headers)
     answer = post(
         scaled,
         "/v1/chat/completions",
@@ -172,7 +185,7 @@ def test_claude_code_requests_render_and_answer_as_vllms_messages_route(
     assert answer["prompt_token_ids"] == theirs
     assert masked(to_messages_response(answer)) == masked(native)
 
-    native_stream = native_events(sse(scaled, "/v1/messages", body), "event")
+    native_stream = native_events(sse(scaled, "/v1/messages", body, req.headers), "event")
     writer = MessagesEvents()
     ours_stream = [
         e
@@ -182,27 +195,27 @@ def test_claude_code_requests_render_and_answer_as_vllms_messages_route(
     assert masked(coalesced(events(ours_stream))) == masked(coalesced(native_stream))
 
 
-@pytest.mark.parametrize("turn", range(len(agent_fixtures.CODEX)))
+@pytest.mark.parametrize("req", agent_fixtures.CODEX, ids=lambda r: r.id)
 def test_codex_requests_render_and_answer_as_vllms_responses_route(
-    scaled: httpx.Client, turn: int
+    scaled: httpx.Client, req: agent_fixtures.Recorded
 ) -> None:
-    body = {**agent_fixtures.CODEX[turn], "temperature": 0}
+    body = {**req.body, "temperature": 0}
     chat = responses_to_chat(body)
-    theirs = post(scaled, "/v1/responses/render", body)["token_ids"]
+    theirs = post(scaled, "/v1/responses/render", body, req.headers)["token_ids"]
     ours = post(scaled, "/v1/chat/completions/render", chat)["token_ids"]
     assert ours == theirs
 
-    native = post(scaled, "/v1/responses", {**body, "stream": False})
+    native = post(scaled, "/v1/responses", {**body, "stream": False}, req.headers)
     answer = post(
         scaled,
         "/v1/chat/completions",
         {**responses_to_chat({**body, "stream": False}), **TOKEN_FIELDS},
     )
-    ctx = ReplyContext(request=body, max_model_len=2048)
+    ctx = ReplyContext(request=body, max_model_len=agent_fixtures.MAX_MODEL_LEN)
     assert masked(to_responses_response(answer, ctx)) == masked(native)
 
-    native_stream = native_events(sse(scaled, "/v1/responses", body), "type")
-    writer = ResponsesEvents(ReplyContext(request=body, max_model_len=2048))
+    native_stream = native_events(sse(scaled, "/v1/responses", body, req.headers), "type")
+    writer = ResponsesEvents(ReplyContext(request=body, max_model_len=agent_fixtures.MAX_MODEL_LEN))
     ours_stream = [
         e
         for line in sse(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
@@ -227,7 +240,7 @@ def test_disabled_thinking_answers_as_vllms_messages_route(
 ) -> None:
     assert effort == "none"  # Qwen3's template turns thinking off for it
     body = {
-        **agent_fixtures.CLAUDE_CODE[1],
+        **agent_fixtures.CLAUDE_CODE[1].body,
         "temperature": 0,
         "thinking": {"type": "disabled"},
         "stream": False,
