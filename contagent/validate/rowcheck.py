@@ -33,10 +33,11 @@ _ENTRY_LISTS = _lists_of_entries()
 def derived_problems(
     row: dict[str, Any], raw: RawRollout, result: dict[str, Any], rollout_id: str
 ) -> list[str]:
-    """Every field of ``row`` that differs from the row the raw log and result.json give.
+    """Every field of ``row`` that differs from the row its recorded rollout gives (the raw
+    log, result.json and reward.json).
 
     ``drop_reasoning`` is the export's option and is taken from the row (the caller
-    checks it against the export); everything else follows from the raw log.
+    checks it against the export); everything else follows from the recorded rollout.
     """
     expected = derive_row(raw, result, rollout_id, row["drop_reasoning"]).row
     problems: list[str] = []
@@ -47,13 +48,13 @@ def derived_problems(
         if key in _ENTRY_LISTS and isinstance(have, list):
             problems.extend(_list_problems(key, have, want))
         elif have != want:
-            problems.append(f"{key} is {_short(have)}, the raw log gives {_short(want)}")
+            problems.append(f"{key} is {_short(have)}, the recorded rollout gives {_short(want)}")
     return problems
 
 
 def _list_problems(key: str, have: list[Any], want: list[Any]) -> list[str]:
     if len(have) != len(want):
-        return [f"{key} has {len(have)} entries, the raw log gives {len(want)}"]
+        return [f"{key} has {len(have)} entries, the recorded rollout gives {len(want)}"]
     problems = []
     for pos, (a, b) in enumerate(zip(have, want, strict=True)):
         if a == b:
@@ -63,9 +64,9 @@ def _list_problems(key: str, have: list[Any], want: list[Any]) -> list[str]:
             index = b.get("exchange_index", pos)
             where = f"{key}[{pos}] (exchange {index})"
             fields = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) or k not in a)
-            problems.append(f"{where}: {', '.join(fields)} differ from the raw log")
+            problems.append(f"{where}: {', '.join(fields)} differ from the recorded rollout")
         else:
-            problems.append(f"{where} differs from the raw log")
+            problems.append(f"{where} differs from the recorded rollout")
     return problems
 
 
