@@ -173,7 +173,7 @@ def completion_json(req: StubRequest, reply: Reply, cid: str) -> dict[str, Any]:
     sampled = _sampled(reply) if want_ids or want_lps else []
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning_content is not None:
-        message["reasoning_content"] = reply.reasoning_content
+        message["reasoning"] = reply.reasoning_content
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": t.id or f"call_{cid}_{i}", "type": "function",
@@ -254,7 +254,7 @@ def stream_payloads(req: StubRequest, reply: Reply, cid: str) -> list[str]:
                 delta: dict[str, Any] = (
                     {"tool_calls": [{"index": calls, "function": {"arguments": part}}]}
                     if kind == "args"
-                    else {"reasoning_content" if kind == "reasoning" else "content": part}
+                    else {"reasoning" if kind == "reasoning" else "content": part}
                 )
                 out.append(chunk(delta, part))
     finish = _finish(reply)
