@@ -88,6 +88,8 @@ def _proxy(
     sampling_override: rl.SamplingOverride = None,
     sampling_defaults: rl.SamplingDefaults = None,
     chat_template: rl.ChatTemplate = None,
+    messages_route: rl.MessagesRoute = None,
+    responses_route: rl.ResponsesRoute = None,
     reward_port: Annotated[
         int | None,
         typer.Option(
@@ -132,6 +134,7 @@ def _proxy(
             raise ContagentError(f"{record_dir}: not a directory")
         sampling = rl.sampling_policy(sampling_override, sampling_defaults)
         template = rl.chat_template(chat_template)
+        routes = rl.route_modes(messages_route, responses_route)
         from contagent.proxy.reward_route import RewardRoute
 
         reward = None if reward_port is None else RewardRoute(record_dir, reward_host, reward_port)
@@ -154,6 +157,8 @@ def _proxy(
             upstream_timeout=upstream_timeout,
             upstream_ca=upstream_ca,
             limits=limits,
+            messages_route=routes[0],
+            responses_route=routes[1],
         )
         return run_proxy(
             upstream,

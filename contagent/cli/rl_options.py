@@ -41,6 +41,32 @@ ChatTemplate = Annotated[
     ),
 ]
 
+MessagesRoute = Annotated[
+    str | None,
+    typer.Option(
+        help="How a Messages request (Claude Code) goes upstream: native (to the server's "
+        "Messages route) or chat (translated to chat completions, where vLLM returns token "
+        "ids). Default: chat when tokens are recorded, else native. See docs/proxy.md."
+    ),
+]
+ResponsesRoute = Annotated[
+    str | None,
+    typer.Option(
+        help="How a Responses request (Codex) goes upstream: native or chat, as "
+        "--messages-route. Default: chat when tokens are recorded, else native."
+    ),
+]
+
+
+def route_modes(messages: str | None, responses: str | None) -> tuple[str | None, str | None]:
+    """``--messages-route`` and ``--responses-route`` checked (one-line errors)."""
+    from contagent.proxy.token_route import check_route_mode
+
+    return (
+        check_route_mode(messages, "--messages-route"),
+        check_route_mode(responses, "--responses-route"),
+    )
+
 
 def sampling_policy(override: str | None, defaults: str | None) -> SamplingPolicy:
     """The two options parsed (one-line errors) into a

@@ -77,6 +77,8 @@ def _run_command(
     sampling_override: rl.SamplingOverride = None,
     sampling_defaults: rl.SamplingDefaults = None,
     chat_template: rl.ChatTemplate = None,
+    messages_route: rl.MessagesRoute = None,
+    responses_route: rl.ResponsesRoute = None,
     experiments_dir: opt.ExperimentsDir = Path("experiments"),
     experiment: opt.Experiment = None,
     log_dir: opt.LogDir = Path("logs"),
@@ -148,6 +150,7 @@ def _run_command(
             tokens=tokens,
             sampling=rl.sampling_policy(sampling_override, sampling_defaults),
             chat_template=rl.chat_template(chat_template),
+            routes=rl.route_modes(messages_route, responses_route),
             llm=LlmOptions(
                 served_model_name=served_model_name,
                 num_retries=llm_retries,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -23,6 +23,9 @@ from contagent.proxy.recorder import verbatim
 from contagent.proxy.stream_state import StreamState, is_end_event
 from contagent.proxy.upstream import UpstreamConnection
 from contagent.rawlog.records import completeness, outcome_record
+
+if TYPE_CHECKING:
+    from contagent.proxy.token_route import Translation
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,8 @@ class Exchange:
 
     __slots__ = (
         "body", "conn", "done", "first_byte", "gone", "head_only", "index", "marks", "out_headers", "proxy",
-        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "upstream",
-        "watch",
+        "recorded", "rollout_id", "sent_status", "started", "status", "stream", "translation",
+        "upstream", "watch",
     )  # fmt: skip
 
     def __init__(
@@ -73,8 +76,11 @@ class Exchange:
         index: int,
         head_only: bool = False,
         watch: ResponseWatch | None = None,
+        translation: Translation | None = None,
     ) -> None:
         self.proxy = proxy
+        #: the token route's: the client's answer is made from the chat answer
+        self.translation = translation
         #: an addon watches this exchange's response (token capture)
         self.watch = watch
         self.head_only = head_only
@@ -115,7 +121,7 @@ class Exchange:
         self.status = status
         out, sse = relayed_response_headers(headers, keep_length=self.head_only)
         if sse and not self.head_only:
-            self.stream = StreamState(self.watch)
+            self.stream = StreamState(self.watch, self.translation)
             self.sent_status = status
             self.conn.start_response(status, out)
         else:
@@ -128,7 +134,7 @@ class Exchange:
         if state is None:
             self.body.append(data)
             return
-        if state.watch is not None and not self.done:
+        if state.relays and not self.done:
             self._relay(state, data)
             return
         if not self.done and state.may_end(data):
@@ -182,7 +188,14 @@ class Exchange:
         if not self.recorded:
             self.conn.respond_error(500, _UNRECORDED, "proxy_error")
             return
-        if self.watch is not None and self.watch.hide(parsed):
+        translation = self.translation
+        if translation is not None and self.status == 200:
+            if translation.body is None:  # the outcome says why: upstream_error
+                self.sent_status = 502
+                self.conn.respond_error(502, translation.fault or "no answer to translate")
+                return
+            data = orjson.dumps(translation.body)
+        elif self.watch is not None and self.watch.hide(parsed):
             data = orjson.dumps(parsed)
         self.conn.respond(self.status, self.out_headers, data, self.head_only)
 
@@ -289,6 +302,15 @@ class Exchange:
         if self.watch is not None:
             self.watch.seen(parsed)
             fields.update(self.watch.fields())
+        translation = self.translation
+        if translation is not None:
+            translation.reply(parsed)
+            fields = translation.fields(fields)
+            if translation.fault is not None:
+                self.sent_status = 502
+                self._record("upstream_error", translation.fault, **fields)
+                return parsed
+            parsed = fields["response"]
         ok, why = completeness(self.status, parsed)
         self._record("completed" if ok else "incomplete", why, **fields)
         return parsed

@@ -18,8 +18,10 @@ from typing import Any
 from contagent.errors import ContagentError
 from contagent.proxy.probe import (
     LogitsRefused,
+    max_model_len,
     probe_inline_system,
     probe_logprobs_mode,
+    probe_thinking_off,
     render_defaults,
 )
 from contagent.proxy.tokens_mode import check_tokens_mode
@@ -57,18 +59,22 @@ class _Found:
     words: str
     model: str | None = None
     answered: bool = True
+    #: the model's context length, where the model list was read and gives it
+    max_model_len: int | None = None
 
 
 def _identify(
     ask: UpstreamAsk, base: str, headers: dict[str, str], owners: set[str] | None,
     model: str | None,
 ) -> _Found:  # fmt: skip
+    length = None
     if owners is None or model is None:
         status, models = ask.get(base + "/v1/models", headers, MAX_ANSWER_BYTES)
         if status != 200 or not isinstance(models, dict):
             return _Found(None, f"GET /v1/models answered {status}, not a model list")
         owners = model_owners(models) if owners is None else owners
         model = model or first_model(models)
+        length = max_model_len(models, model) if model is not None else None
     if "vllm" not in owners:
         named = ", ".join(sorted(str(o) for o in owners)) or "nobody"
         return _Found(None, f"its models are owned by {named}, not vllm")
@@ -80,7 +86,7 @@ def _identify(
     ):
         return _Found(None, f"its models say vllm, but GET /version answered {status}")
     found = {"name": "vllm", "version": version["version"]}
-    return _Found(found, f"vLLM {version['version']}", model)
+    return _Found(found, f"vLLM {version['version']}", model, max_model_len=length)
 
 
 def first_model(listing: Any) -> str | None:
@@ -93,7 +99,7 @@ def first_model(listing: Any) -> str | None:
 
 
 def _probe(
-    ask: UpstreamAsk, base: str, headers: dict[str, str], found: _Found
+    ask: UpstreamAsk, base: str, headers: dict[str, str], found: _Found, template: str | None
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Fill ``found.server``'s logprobs mode; (the server's default sampling, the lines)."""
     assert found.server is not None
@@ -103,11 +109,17 @@ def _probe(
     mode, how = probe_logprobs_mode(ask, base, found.model, headers)
     found.server.update(logprobs_mode=mode, logprobs_mode_how=how)
     defaults, said = render_defaults(ask, base, found.model, headers)
-    inline, inline_said = probe_inline_system(ask, base, found.model, headers)
+    inline, inline_said = probe_inline_system(ask, base, found.model, headers, template)
     if inline is not None:
         found.server["inline_system"] = inline
+    effort, effort_said = probe_thinking_off(ask, base, found.model, headers, template)
+    if effort is not None:
+        found.server["thinking_off_effort"] = effort
+    if found.max_model_len is not None:
+        found.server["max_model_len"] = found.max_model_len
     lines = [f"logprobs: {mode or 'unknown'} ({how})", f"sampling: {said}"]
-    return defaults, [*lines, f"a system message inside Messages: {inline_said}"]
+    inline_line = f"a system message inside Messages: {inline_said}"
+    return defaults, [*lines, inline_line, f"thinking disabled in Messages: {effort_said}"]
 
 
 def model_owners(listing: Any) -> set[str]:
@@ -142,7 +154,7 @@ def _sent(api_key: str | None, headers: dict[str, str] | None) -> dict[str, str]
 
 def _run(
     upstream: str, headers: dict[str, str], tls: ssl.SSLContext | None,
-    owners: set[str] | None, model: str | None, *, probe: bool,
+    owners: set[str] | None, model: str | None, *, probe: bool, template: str | None = None,
 ) -> tuple[_Found, dict[str, Any] | None, list[str]]:  # fmt: skip
     base = server_root(upstream)
     try:
@@ -152,7 +164,8 @@ def _run(
     if not probe or found.server is None:
         return found, None, []
     try:
-        defaults, lines = _probe(UpstreamAsk(PROBE_TIMEOUT_S, tls), base, headers, found)
+        ask = UpstreamAsk(PROBE_TIMEOUT_S, tls)
+        defaults, lines = _probe(ask, base, headers, found, template)
     except ASK_ERRORS as exc:
         # a vLLM whose probe went unanswered: its mode stays unknown, which the export
         # judges (unknown_logprobs_mode), never "not vLLM"
@@ -175,15 +188,18 @@ def plan_tokens(
     owners: set[str] | None = None,
     headers: dict[str, str] | None = None,
     model: str | None = None,
+    chat_template: str | None = None,
 ) -> TokenPlan:
     """Resolve ``--tokens``; raises :class:`ContagentError` for ``on`` with an upstream that
     is not vLLM or that reports logits, or an unknown mode. ``model``: the model the probe
-    asks (else the first one the upstream lists)."""
+    asks (else the first one the upstream lists); ``chat_template``: the template the
+    proxy sends, which the template probes render with."""
     check_tokens_mode(mode)
     try:
         found, defaults, lines = _run(
-            upstream, _sent(api_key, headers), tls, owners, model, probe=mode != "off"
-        )
+            upstream, _sent(api_key, headers), tls, owners, model, probe=mode != "off",
+            template=chat_template,
+        )  # fmt: skip
     except LogitsRefused as exc:
         if mode == "on":
             raise ContagentError(f"--tokens on: {exc}") from None

@@ -139,15 +139,48 @@ def render_defaults(
 
 
 def probe_inline_system(
-    ask: UpstreamAsk, base: str, model: str, headers: dict[str, str]
+    ask: UpstreamAsk,
+    base: str,
+    model: str,
+    headers: dict[str, str],
+    chat_template: str | None = None,
 ) -> tuple[str | None, str]:
     """How the server's Messages route renders a system message inside ``messages``
     (:mod:`contagent.wire.translate.template_probe`): ``merged`` into the leading system prompt
     when its template refuses one after the first turn, else ``in_place``; None: unknown."""
-    status, _ = ask.post(base + ROUTE, template_probe.merge_probe(model), headers, MAX_ANSWER_BYTES)
+    probe = template_probe.merge_probe(model, chat_template)
+    status, _ = ask.post(base + ROUTE, probe, headers, MAX_ANSWER_BYTES)
     merged = template_probe.merge_decision(status)
     if merged is None:
         return None, f"unknown (the probe answered {status})"
     if merged:
         return "merged", "merged into the leading system prompt (the template refuses it later)"
     return "in_place", "kept in place (the template takes it)"
+
+
+def probe_thinking_off(
+    ask: UpstreamAsk, base: str, model: str, headers: dict[str, str], chat_template: str | None
+) -> tuple[str | None, str]:
+    """The ``reasoning_effort`` vLLM's Messages route sends for ``thinking: disabled``
+    (:func:`contagent.wire.translate.template_probe.disabled_thinking_effort`): the prompt
+    ``"Hi"`` rendered under each effort, compared; None: unknown (a probe went unanswered)."""
+    prompts: dict[str, list[int] | None] = {}
+    for effort, body in template_probe.effort_probes(model, chat_template).items():
+        status, answer = ask.post(base + ROUTE, body, headers, MAX_ANSWER_BYTES)
+        if status not in (200, 400):  # 400: the template refuses that effort
+            return None, f"unknown (the probe at effort {effort} answered {status})"
+        prompts[effort] = template_probe.prompt_ids(status, answer)
+    effort = template_probe.disabled_thinking_effort(prompts)
+    if effort == "none":
+        return effort, "reasoning_effort none (the template turns thinking off)"
+    return effort, "reasoning_effort low (the template cannot turn thinking off)"
+
+
+def max_model_len(listing: Any, model: str) -> int | None:
+    """The context length an OpenAI model list gives ``model`` (vLLM's ``max_model_len``)."""
+    items = listing.get("data") if isinstance(listing, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("id") == model:
+            length = item.get("max_model_len")
+            return length if isinstance(length, int) and not isinstance(length, bool) else None
+    return None

@@ -29,7 +29,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
-from contagent.proxy.addons import Hooks, ProxyAddon, make_addons, request_flow
+from contagent.proxy.addons import Hooks, ProxyAddon, make_addons
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import (
@@ -45,6 +45,7 @@ from contagent.proxy.pool import UpstreamPool
 from contagent.proxy.proxy_options import ProxyOptions
 from contagent.proxy.recorder import Recorder, RecordError, verbatim
 from contagent.proxy.request import Request
+from contagent.proxy.token_route import RouteChoice, check_route_mode, route_request
 from contagent.proxy.upstream import tls_context
 from contagent.rawlog.records import SAFE_HEADERS, request_record
 from contagent.wire import server_root
@@ -73,36 +74,7 @@ class RecordingProxy:
         ...
         await proxy.stop()   # finishes the records of requests in flight
 
-    ``upstream_api_key`` replaces the client's credentials on the way up, in
-    ``upstream_auth_header`` (``Authorization``, as ``Bearer <key>``, by default;
-    another name, e.g. ``x-api-key``, carries the key itself);
-    ``upstream_timeout`` (s) bounds connecting and each wait for upstream bytes
-    (504 before the response started, an error event after); None waits forever.
-    ``upstream_ca`` (a PEM file) makes an https upstream trusted by its CAs only,
-    instead of the system's trust store (which ``SSL_CERT_FILE`` can replace).
-    ``stop_grace`` (s) is how long :meth:`stop` lets in-flight exchanges finish
-    before cutting them (recorded as ``upstream_error``).
-
-    ``only_rollout`` pins the proxy to one rollout id and ``allowed_clients``
-    (a CIDR such as a Docker network's subnet) to the clients it serves: the
-    runner gives each rollout its own proxy, and a container of one rollout
-    must not be able to write into another rollout's log. Other requests get
-    403 and are neither forwarded nor recorded.
-
-    ``limits`` caps what clients may make the proxy hold (:class:`Limits`,
-    defaults in docs/proxy.md).
-
-    ``server`` (``{"name", "version"}``) says in every request record which server answered.
-    What the proxy changes in a request, and what it takes from a response, is its addons'
-    (:mod:`contagent.proxy.addons`), each made from these options: ``tokens`` asks the
-    upstream (a vLLM) for token ids and logprobs, records them and hides them from the
-    client; ``sampling`` (``--sampling-override``, ``--sampling-defaults``, the server's
-    defaults) sets and records each generation request's sampling; ``chat_template`` is sent
-    with every request that takes one and carries none.
-
-    ``policy`` (a rollout engine's :class:`~contagent.proxy.policy_gate.PolicyGate`, shared
-    by its proxies) stamps each record with the policy version and holds new requests
-    while the engine is paused (the policy addon).
+    Its options (:class:`ProxyOptions`) are described there.
     """
 
     def __init__(
@@ -152,6 +124,12 @@ class RecordingProxy:
         self.set_addons(make_addons(opts))
         self._tokens_asked = opts.tokens
         self.server = opts.server
+        #: which client APIs go upstream as chat completions (the token route)
+        self.routes = RouteChoice(
+            check_route_mode(opts.messages_route, "--messages-route"),
+            check_route_mode(opts.responses_route, "--responses-route"),
+        )
+        self._chat_template = opts.chat_template
         #: ``--tokens auto`` still to decide, at the first contact (:mod:`.late_plan`)
         self.late: LatePlan | None = None
         self.counts: Counter[str] = Counter()
@@ -175,9 +153,11 @@ class RecordingProxy:
     def check_tokens(self, mode: str) -> TokenPlan:
         """What ``--tokens`` resolves to against the upstream now (blocking; changes nothing)."""
         name, _, value = self._auth.decode("latin-1").rstrip("\r\n").partition(": ")
-        return plan_tokens(
-            mode, self.upstream, None, self._tls, headers={name: value} if name else {}
-        )
+        plan = plan_tokens(
+            mode, self.upstream, None, self._tls, headers={name: value} if name else {},
+            chat_template=self._chat_template,
+        )  # fmt: skip
+        return replace(plan, line=self.routes.start_line(plan.line, plan.record))
 
     def set_addons(self, addons: list[ProxyAddon]) -> None:
         """The addons this proxy runs (before it serves: the hooks are sorted out once)."""
@@ -356,23 +336,24 @@ class RecordingProxy:
             return
         body = req.body
         received = time.time()
-        path = raw.decode("latin-1")
-        recorded_path = redact_query(path)  # credentials in the query go upstream, not to disk
-        parsed: Any = None
+        recorded_path = redact_query(raw.decode("latin-1"))  # credentials in the query go
+        parsed: Any = None  # upstream, not to disk
         body_text = None
         if body:
             try:
                 parsed = orjson.loads(body)
             except orjson.JSONDecodeError:
                 body_text = body.decode("utf-8", "replace")
-        stream = isinstance(parsed, dict) and parsed.get("stream") is True
-        flow = request_flow(parsed, path.partition("?")[0], stream, self.hooks.request)
+        sent = route_request(
+            parsed, raw, req.method, self.hooks.request, self.routes, self.tokens, self.server
+        )
+        flow = sent.flow
         changes = flow.changes if flow is not None else []
-        forward_body = orjson.dumps(flow.body) if flow is not None and changes else body
+        forward_body = orjson.dumps(flow.body) if flow is not None and sent.changed else body
 
         pool = self.pool
         head, safe = upstream_request_head(
-            req.method, pool.target_prefix + pool.base_path + raw, pool.host_header,
+            req.method, pool.target_prefix + pool.base_path + sent.raw, pool.host_header,
             req.headers, _SAFE, self._extra_head,
             len(forward_body) if forward_body or req.method in _BODY_METHODS else None, self._drop,
         )  # fmt: skip
@@ -385,8 +366,9 @@ class RecordingProxy:
                 index=index, rollout_id=rollout_id, time=received, method=req.method,
                 path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                 body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
-                stream=stream, upstream_changes=changes, server=self.server,
-                **(flow.record if flow is not None else {}),
+                stream=isinstance(parsed, dict) and parsed.get("stream") is True,
+                upstream_changes=changes, server=self.server,
+                **(flow.record if flow is not None else {}), **sent.record,
             )  # fmt: skip
             for addon in self.hooks.stamp:
                 addon.stamp(record)
@@ -401,9 +383,13 @@ class RecordingProxy:
                 500, f"contagent proxy could not record the request: {exc}", "proxy_error"
             )
             return
+        if sent.refusal is not None:  # recorded as refused, answered in one line
+            self._left()
+            sent.refuse(conn, self.finish, record)
+            return
         ex = Exchange(
             self, conn, rollout_id, index, head_only=req.method == "HEAD",
-            watch=flow.watch if flow is not None else None,
+            watch=flow.watch if flow is not None else None, translation=sent.translation,
         )  # fmt: skip
         conn.responder = ex
         self._inflight.add(ex)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -11,6 +11,9 @@ from contagent.proxy.addons import ResponseWatch
 from contagent.proxy.sse import SSEParser
 from contagent.wire import is_end_event
 from contagent.wire.stream_fold import StreamAssembler
+
+if TYPE_CHECKING:
+    from contagent.proxy.token_route import Translation
 
 #: what an end event holds, in any API (built once: read for every relayed chunk)
 _END_MARKERS = wire.end_markers()
@@ -26,14 +29,19 @@ class StreamState:
     due: the per-event work then never competes with relaying the next chunk.
     With an addon watching the response (``watch``, token capture), each read is parsed at
     once instead (:meth:`relay`): the client gets whole events only, each as the watch
-    changed it, and the watch sees each on the way.
+    changed it, and the watch sees each on the way. A translated exchange (the token route,
+    ``translation``) is relayed so too, the client getting the events the translation makes
+    of each chunk.
     """
 
     __slots__ = (
-        "asm", "closed", "done_seen", "events", "fed", "parser", "pending", "tail", "watch",
+        "asm", "closed", "done_seen", "events", "fed", "parser", "pending", "relays", "tail",
+        "translation", "watch",
     )  # fmt: skip
 
-    def __init__(self, watch: ResponseWatch | None = None) -> None:
+    def __init__(
+        self, watch: ResponseWatch | None = None, translation: Translation | None = None
+    ) -> None:
         self.parser = SSEParser()
         self.asm = StreamAssembler()
         self.events: list[str] = []
@@ -42,6 +50,9 @@ class StreamState:
         self.tail = b""  # the stream's last bytes: an end marker may be split across reads
         self.done_seen = False
         self.watch = watch
+        self.translation = translation
+        #: each read is parsed at once and relayed event by event
+        self.relays = watch is not None or translation is not None
         #: once the stream is over: (what the client still gets of it, a partial last line)
         self.closed: tuple[bytes, bytes] | None = None
 
@@ -69,9 +80,12 @@ class StreamState:
 
     def _relayed(self, payloads: list[str]) -> bytes:
         """The client's bytes for ``payloads``, which the watch also sees and are assembled."""
-        watch, asm = self.watch, self.asm
-        assert watch is not None
-        out = b"".join([relay_event(p, watch, asm) for p in payloads])
+        watch, asm, translation = self.watch, self.asm, self.translation
+        if translation is not None:
+            out = b"".join([translated_event(p, watch, asm, translation) for p in payloads])
+        else:
+            assert watch is not None
+            out = b"".join([relay_event(p, watch, asm) for p in payloads])
         self.fed = len(self.events)
         return out
 
@@ -94,7 +108,7 @@ class StreamState:
 
     def client_at_boundary(self) -> bool:
         """What the client holds so far ends between events (always, with a watch)."""
-        return self.watch is not None or self.at_boundary()
+        return self.relays or self.at_boundary()
 
     def close(self) -> tuple[bytes, bytes]:
         """The stream is over: (the client's bytes of a final event left unterminated,
@@ -103,7 +117,7 @@ class StreamState:
             self._parse()
             last, tail = self.parser.close()
             self.events.extend(last)
-            if self.watch is not None:
+            if self.relays:
                 self.closed = (self._relayed(last), tail)
             else:
                 self._parse()
@@ -133,6 +147,9 @@ class StreamState:
             fields["response_text"] = tail.decode("utf-8", "replace")
         if self.watch is not None:
             fields.update(self.watch.fields())
+        if self.translation is not None:
+            fault = fault or self.translation.fault
+            fields = self.translation.fields(fields)
         return fields, fault
 
 
@@ -153,3 +170,21 @@ def relay_event(payload: str, watch: ResponseWatch, asm: StreamAssembler) -> byt
             return b"data: " + orjson.dumps(event) + b"\n\n"
     # unchanged: the payload as received (a multi-line one keeps its lines)
     return b"data: " + payload.encode().replace(b"\n", b"\ndata: ") + b"\n\n"
+
+
+def translated_event(
+    payload: str, watch: ResponseWatch | None, asm: StreamAssembler, translation: Translation
+) -> bytes:
+    """The client's events for one chat chunk of a translated exchange, the chunk fed to the
+    stream's assembler and seen by the watch first."""
+    if payload in _WHOLE_ENDS:
+        return translation.relay(payload)
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        asm.feed(payload)  # counted as malformed there
+        return translation.relay(payload)
+    asm.feed_event(event)
+    if watch is not None and isinstance(event, dict):
+        watch.seen(event)
+    return translation.relay(event)

@@ -28,13 +28,17 @@ from contagent.versions import version_field
 
 #: The raw exchange log's version (request and outcome records); 2 added ``tokens`` and
 #: ``server``, 3 the server's ``logprobs_mode`` and the request's ``sampling``, 4
-#: ``policy_version``, 5 the server's ``inline_system``. A record is written at the lowest version that holds its fields
+#: ``policy_version``, 5 the server's ``inline_system``, 6 the token route's ``upstream``
+#: (request and outcome) and ``drawn``, and the server's ``thinking_off_effort`` and
+#: ``max_model_len``. A record is written at the lowest version that holds its fields
 #: (:func:`with_policy_version`), so a log recorded without versions reads as it always did.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: The version of a record that carries no field added after it.
 BASE_VERSION = 3
 #: The version that added ``policy_version``.
 POLICY_VERSION = 4
+#: The version that added ``inline_system``.
+INLINE_VERSION = 5
 
 LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
 InlineSystem = Literal["merged", "in_place"]
@@ -92,6 +96,18 @@ class ServerInfo(BaseModel):
         "messages, as the proxy probed its template: merged (appended to the leading system "
         "prompt, because the template refuses a system message after the first turn) or "
         "in_place; absent or null when unknown. Written at log version 5.",
+    )
+    thinking_off_effort: str | None = Field(
+        None,
+        description="The reasoning_effort the server's Messages route sends for thinking "
+        "disabled, as the proxy probed its template: none, or low for a template that cannot "
+        "turn thinking off; absent or null when unknown. Written at log version 6.",
+    )
+    max_model_len: int | None = Field(
+        None,
+        ge=1,
+        description="The served model's context length (its model list's max_model_len); "
+        "absent or null when unknown. Written at log version 6.",
     )
 
 
@@ -162,6 +178,37 @@ class ExchangeTokens(BaseModel):
     choices: list[ChoiceTokens] = Field(description="Per choice, in index order.")
 
 
+class UpstreamRequest(BaseModel):
+    """The request the token route sent upstream in the client's stead."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    path: str = Field(description="The upstream path, the chat-completions route.")
+    body: Any = Field(
+        description="The chat-completions body the translation made of the client's body, "
+        "before the changes listed in the request's upstream_changes."
+    )
+
+
+class UpstreamAnswer(BaseModel):
+    """What the upstream answered a translated request, as received."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    response: Any = Field(
+        None,
+        description="The chat completion (a stream's reassembled from its chunks); null when "
+        "none arrived.",
+    )
+    stream_events: list[str] | None = Field(
+        None, description="For streams: each SSE data payload as received, in order."
+    )
+    usage: dict[str, Any] | None = Field(None, description="The chat usage the server reported.")
+    finish_reasons: list[str | None] = Field(
+        default_factory=list, description="finish_reason of each choice, in choice order."
+    )
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -213,6 +260,12 @@ class RequestRecord(_Record):
         ge=0,
         description="The policy version current when the request went upstream (a rollout "
         "engine's proxy only; absent otherwise).",
+    )
+    upstream: UpstreamRequest | None = Field(
+        None,
+        description="The token route: a Messages or Responses request the proxy sent "
+        "upstream as this chat-completions request (body and path above are the client's); "
+        "absent when it went up as sent. Written at log version 6.",
     )
 
 
@@ -280,6 +333,19 @@ class OutcomeRecord(_Record):
         description="The policy version current when the exchange ended (a rollout engine's "
         "proxy only; absent otherwise).",
     )
+    upstream: UpstreamAnswer | None = Field(
+        None,
+        description="The token route: the chat answer the client's answer (response, "
+        "stream_events, usage above) was translated from; tokens are this answer's. Absent "
+        "when the exchange was not translated, or no answer of status 200 arrived. Written at "
+        "log version 6.",
+    )
+    drawn: dict[str, list[Any]] | None = Field(
+        None,
+        description="The token route: the values the translation drew at random (kind -> "
+        "values in the order drawn: signature, response_id, created_at, id), so that the "
+        "client's answer can be rebuilt exactly. Written at log version 6.",
+    )
 
 
 # Records as plain dicts, for the proxy's hot path and the test helpers alike: keywords in,
@@ -289,9 +355,14 @@ class OutcomeRecord(_Record):
 
 def _lowest_version(record: dict[str, Any]) -> int:
     """The lowest log version that holds a record without ``policy_version``."""
-    server = record.get("server")
-    if isinstance(server, dict) and server.get("inline_system") is not None:
+    if record.get("upstream") is not None or record.get("drawn") is not None:
         return SCHEMA_VERSION
+    server = record.get("server")
+    if isinstance(server, dict):
+        if server.get("thinking_off_effort") is not None or server.get("max_model_len"):
+            return SCHEMA_VERSION
+        if server.get("inline_system") is not None:
+            return INLINE_VERSION
     return BASE_VERSION
 
 
@@ -302,12 +373,18 @@ def _without_policy(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[
     def unversioned(**fields: Any) -> dict[str, Any]:
         record = build(**fields)
         del record["policy_version"]
+        for name in _ROUTE_FIELDS:  # the token route's, absent from every other record
+            if name in record and record[name] is None:
+                del record[name]
         record["schema_version"] = _lowest_version(record)
         return record
 
     unversioned.__doc__ = build.__doc__
     return unversioned
 
+
+#: fields only the token route writes
+_ROUTE_FIELDS = ("upstream", "drawn")
 
 request_record = _without_policy(dict_builder(RequestRecord))
 outcome_record = _without_policy(dict_builder(OutcomeRecord))

@@ -21,8 +21,8 @@ from contagent.rawlog.records import ServerInfo
 from contagent.versions import check_version, version_field
 
 #: ``result.json``'s version; 2 added ``server``, 3 the server's ``logprobs_mode``, 4 its
-#: ``inline_system``.
-RESULT_SCHEMA_VERSION = 4
+#: ``inline_system``, 5 its ``thinking_off_effort`` and ``max_model_len``.
+RESULT_SCHEMA_VERSION = 5
 
 RolloutStatus = Literal["passed", "failed", "agent_error", "timeout", "infra_error"]
 

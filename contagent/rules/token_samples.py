@@ -33,7 +33,8 @@ from contagent.rules.sampling import (
     sampled_texts,
     step_sampling,
 )
-from contagent.wire.chat import tool_calls
+from contagent.rules.upstream_view import token_exchange, translated
+from contagent.wire.chat import tool_calls, usage_counts
 
 #: Why a rollout's kept steps give no token samples (the row's tokens section names them).
 TokenKind = Literal[
@@ -164,6 +165,9 @@ def step_tokens(
     """The token data of a kept step (a row's step, with its raw records), or what is wrong."""
     index = step["exchange_index"]
     where = f"step {index}"
+    if translated(request):
+        request, outcome = token_exchange(request, outcome)
+        usage = usage_counts(outcome.get("usage"))
     api = wire.for_path(request.get("path"))
     if api is None or not api.tokens or request.get("api") not in (None, api.name):
         return ("no_tokens", f"{where}: its route returns no token ids")
@@ -175,7 +179,7 @@ def step_tokens(
     if isinstance(versions[0], str):
         return versions
     sampling = sampling or step_sampling(request)
-    kind = constraint(request.get("body"), sampling)
+    kind = constraint(request.get("body"), sampling)  # the chat body: what was sampled
     calls = bool(tool_calls(step["response"])) if isinstance(step.get("response"), dict) else True
     texts = sampled_texts(outcome) if kind == "tool_call" else None
     return StepTokens(
@@ -299,8 +303,9 @@ def plan(
     entries: list[dict[str, Any]] = []
     for step in steps:
         i = step["exchange_index"]
-        sampling = step_sampling(requests[i])
-        entries.append(sampling.section(i, constraint(requests[i].get("body"), sampling)))
+        asked = token_exchange(requests[i], outcomes[i])[0]
+        sampling = step_sampling(asked)
+        entries.append(sampling.section(i, constraint(asked.get("body"), sampling)))
         found = step_tokens(step, requests[i], outcomes[i], usages.get(i), sampling)
         if isinstance(found, StepTokens):
             sound.append(found)

@@ -101,6 +101,9 @@ class RunConfig:
     sampling: SamplingPolicy = field(default_factory=SamplingPolicy)
     #: ``--chat-template``: the template text sent with every chat request
     chat_template: str | None = None
+    #: ``--messages-route`` and ``--responses-route`` (None: chat exactly when tokens are
+    #: recorded)
+    routes: tuple[str | None, str | None] = (None, None)
     #: a rollout engine's policy versions and pause, shared by every rollout's proxy (the
     #: local executor only: a gate lives in this process)
     policy: PolicyGate | None = field(default=None, compare=False, repr=False)

@@ -94,11 +94,15 @@ class LlmServer:
             tls_context(ca) if self.url.startswith("https://") else None
         )
 
-    def token_plan(self, mode: str) -> TokenPlan:
+    def token_plan(self, mode: str, chat_template: str | None = None) -> TokenPlan:
         """``--tokens`` resolved against this server (raises for ``on`` when it is not vLLM),
-        from the model list its last ready check read and ``GET /version``."""
+        from the model list its last ready check read and ``GET /version``; the template
+        probes render with ``chat_template`` (``--chat-template``)."""
         base = self.url.removesuffix(MODELS_PATH)
-        return plan_tokens(mode, base, self._api_key, self._tls, self.owners, model=self.model)
+        return plan_tokens(
+            mode, base, self._api_key, self._tls, self.owners, model=self.model,
+            chat_template=chat_template,
+        )  # fmt: skip
 
     @property
     def tried(self) -> str:

@@ -14,6 +14,7 @@ from contagent.agents import get_agent, unhonoured
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
 from contagent.proxy.identify import TokenPlan
+from contagent.proxy.token_route import RouteChoice
 from contagent.rawlog.result import RolloutResult, load_result
 from contagent.runner import docker_ops
 from contagent.runner.config import FINISHED_STATUSES, RunConfig
@@ -138,7 +139,8 @@ def run_experiments(
         return wait_until_ready(server, seconds, lambda m: emit(RunEvent("waiting", message=m)))
 
     tokens = _token_plan(config, server, executor, wait_for_server, emit)
-    for line in (tokens.line, *tokens.details):
+    said = RouteChoice(*config.routes).start_line(tokens.line, tokens.record)
+    for line in (said, *tokens.details):
         emit(RunEvent("ready", message=line))
     queue = [
         replace(plan, tokens=tokens.record, server=tokens.server, sampling_server=tokens.sampling)
@@ -209,7 +211,7 @@ def _token_plan(
         raise
     emit(RunEvent("ready", message=f"LLM server ready after {waited:.0f} s: {server.tried}"))
     try:
-        return server.token_plan(config.tokens)
+        return server.token_plan(config.tokens, config.chat_template)
     except BaseException:
         executor.close()
         raise

@@ -60,7 +60,9 @@ from contagent.testing.messages_moves import (
 )
 from contagent.testing.responses_moves import is_responses, response_events, response_json
 from contagent.testing.stub_server_info import (
+    effort_answer,
     inline_system_answer,
+    is_effort_question,
     is_inline_system_question,
     is_top_logprob_question,
     render_answer,
@@ -190,6 +192,9 @@ class LLMStub(HttpSite):
             self.server_questions.append(req)
             status, body = inline_system_answer(self.refuses_inline_system)
             return web.json_response(body, status=status)
+        if is_effort_question(req.method, path, req.json):
+            self.server_questions.append(req)
+            return web.json_response(effort_answer(req.json))
         if is_top_logprob_question(req.method, path, req.json):
             self.server_questions.append(req)
             return web.json_response(

@@ -114,3 +114,37 @@ def inline_system_answer(refuses: bool) -> tuple[int, dict[str, Any]]:
         "finish_reason": "length",
     }
     return 200, {"object": "chat.completion", "choices": [choice]}
+
+
+def is_effort_question(method: str, path: str, body: Any) -> bool:
+    """The proxy's question how the template renders ``"Hi"`` under one reasoning effort."""
+    return (
+        method == "POST"
+        and path.endswith("/chat/completions")
+        and isinstance(body, dict)
+        and body.get("max_tokens") == 1
+        and isinstance(body.get("reasoning_effort"), str)
+        and body.get("return_token_ids") is True
+        and body.get("messages") == [{"role": "user", "content": "Hi"}]
+    )
+
+
+def effort_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The rendered prompt's ids, as a template that turns thinking off for ``none``
+    renders it (an empty think block opens the answer), the stub tokenizer's ids."""
+    from contagent.testing.stub_tokens import encode
+
+    prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    if body["reasoning_effort"] == "none":
+        prompt += "<think>\n\n</think>\n\n"
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "t"},
+        "finish_reason": "length",
+    }
+    return {
+        "object": "chat.completion",
+        "choices": [choice],
+        "prompt_token_ids": encode(prompt),
+        "usage": {"prompt_tokens": len(encode(prompt)), "completion_tokens": 1, "total_tokens": 0},
+    }

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from contagent.rawlog.records import SCHEMA_VERSION, request_record, with_policy_version
+from contagent.rawlog.records import (
+    INLINE_VERSION,
+    SCHEMA_VERSION,
+    request_record,
+    with_policy_version,
+)
 from contagent.wire.messages_api import normalise_exchanges
 
 BODY = {
@@ -61,9 +66,11 @@ def test_a_record_stating_it_is_written_at_the_version_that_added_it() -> None:
     }
     plain = request_record(**base, server={"name": "vllm"})
     stating = request_record(**base, server={"name": "vllm", "inline_system": "merged"})
-    assert (plain["schema_version"], stating["schema_version"]) == (3, SCHEMA_VERSION)
+    assert (plain["schema_version"], stating["schema_version"]) == (3, INLINE_VERSION)
     assert (
         with_policy_version(request_record(**base, server={"name": "vllm"}), 1)["schema_version"]
         == 4
     )
-    assert with_policy_version(stating, 1)["schema_version"] == SCHEMA_VERSION == 5
+    assert with_policy_version(stating, 1)["schema_version"] == INLINE_VERSION == 5
+    routed = request_record(**base, upstream={"path": "/v1/chat/completions", "body": {}})
+    assert routed["schema_version"] == SCHEMA_VERSION == 6

@@ -43,7 +43,10 @@ def test_auto_decides_at_the_first_contact(tmp_path):
         stub = start_stub_in_thread([Reply(content="ok")], port=port)
         c.chat.completions.create(model="m", messages=[{"role": "user", "content": "b"}])
         said = proc.stderr.readline().strip()
-        assert said == "tokens: recorded (the upstream is vLLM 0.32.0), at the first contact"
+        assert said == (
+            "tokens: recorded on chat, messages (via chat), responses (via chat) "
+            "(the upstream is vLLM 0.32.0), at the first contact"
+        )
         assert proc.stderr.readline().startswith("logprobs: raw_logprobs (probed: ")
         (down, _), (up, out) = exchanges(records, "r1")
         assert down["upstream_changes"] == [] and down["server"] is None

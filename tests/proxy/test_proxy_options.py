@@ -37,4 +37,4 @@ def test_unknown_option_is_refused(tmp_path):
 def test_the_proxy_states_no_option_of_its_own():
     params = set(inspect.signature(RecordingProxy.__init__).parameters)
     assert params == {"self", "upstream", "record_dir", "options", "given"}
-    assert len(dataclasses.fields(ProxyOptions)) == 16
+    assert len(dataclasses.fields(ProxyOptions)) == 18

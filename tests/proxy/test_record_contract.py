@@ -32,15 +32,18 @@ def test_builders_have_exactly_the_model_fields():
     )  # fmt: skip
     out = outcome_record(index=0, rollout_id="r", outcome="completed", status=200, client_status=200,
                          started=1.0, first_byte=1.0, ended=1.0)  # fmt: skip
-    # policy_version is added by with_policy_version (a rollout engine's proxy) only
-    assert [*req, "policy_version"] == list(RequestRecord.model_fields)
-    assert [*out, "policy_version"] == list(OutcomeRecord.model_fields)
-    assert RequestRecord.model_validate(req).model_dump(exclude={"policy_version"}) == req
-    assert OutcomeRecord.model_validate(out).model_dump(exclude={"policy_version"}) == out
-    for model, record in ((RequestRecord, req), (OutcomeRecord, out)):
+    # policy_version is added by with_policy_version (a rollout engine's proxy) only, the
+    # token route's fields by the token route only
+    req_later, out_later = {"policy_version", "upstream"}, {"policy_version", "upstream", "drawn"}
+    assert [*req, "policy_version", "upstream"] == list(RequestRecord.model_fields)
+    assert [*out, "policy_version", "upstream", "drawn"] == list(OutcomeRecord.model_fields)
+    assert RequestRecord.model_validate(req).model_dump(exclude=req_later) == req
+    assert OutcomeRecord.model_validate(out).model_dump(exclude=out_later) == out
+    for model, record, later in ((RequestRecord, req, req_later), (OutcomeRecord, out, out_later)):
         stamped = with_policy_version(dict(record), 4)
         assert stamped["schema_version"] == POLICY_VERSION and stamped["policy_version"] == 4
-        assert model.model_validate(stamped).model_dump() == stamped
+        dumped = model.model_validate(stamped).model_dump(exclude=later - {"policy_version"})
+        assert dumped == stamped
         with pytest.raises(ValidationError):
             model.model_validate({**stamped, "policy_version": -1})
 

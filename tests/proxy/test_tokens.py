@@ -266,7 +266,10 @@ def test_the_proxy_command_says_whether_tokens_are_recorded(stub_factory, tmp_pa
         assert proc.stdout is not None and proc.stderr is not None
         assert proc.stdout.readline().startswith("contagent proxy listening on ")
         lines = [proc.stderr.readline().strip() for _ in range(1)]
-        assert lines == ["tokens: recorded (the upstream is vLLM 0.32.0)"]
+        assert lines == [
+            "tokens: recorded on chat, messages (via chat), responses (via chat) "
+            "(the upstream is vLLM 0.32.0)"
+        ]
     finally:
         proc.terminate()
         proc.wait(30)

@@ -259,10 +259,11 @@ def test_tokens_follow_the_servers_kind_from_the_check_it_just_made() -> None:
         assert plan.record and plan.server is not None
         assert (plan.server["name"], plan.server["version"]) == ("vllm", "0.32.0")
         # the model list is the check's: the plan asked only for /version, then probed the
-        # logprobs mode, the render route and the template's take on a later system message,
-        # each with the served model
+        # logprobs mode, the render route, the template's take on a later system message and
+        # its rendering of each reasoning effort (six), each with the served model
         assert [r.path for r in vllm.requests] == ["/v1/models"]
-        assert [r.json["model"] for r in vllm.stub.server_questions] == ["m", "m", "m", "m"]
+        assert [r.json["model"] for r in vllm.stub.server_questions] == ["m"] * 10
+        assert plan.server["thinking_off_effort"] == "none"
         server = LlmServer(other.url, "m", None, None)
         wait_until_ready(server, 0, lambda _: None)
         assert not server.token_plan("auto").record

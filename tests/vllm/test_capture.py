@@ -192,7 +192,10 @@ def test_the_proxy_command_finds_vllm(vllm, tmp_path):
             line = proc.stderr.readline().strip()
             if line.startswith("tokens:") or not line:
                 break
-        assert line == "tokens: recorded (the upstream is vLLM 0.32.0)"
+        assert line == (
+            "tokens: recorded on chat, messages (via chat), responses (via chat) "
+            "(the upstream is vLLM 0.32.0)"
+        )
     finally:
         proc.terminate()
         proc.wait(30)

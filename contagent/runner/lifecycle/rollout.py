@@ -210,6 +210,8 @@ def start_rollout_proxy(ctx: RunContext, plan: RolloutPlan, name: str, net: Any)
         sampling=cfg.sampling.learnt(plan.server, plan.sampling_server),
         chat_template=cfg.chat_template,
         policy=cfg.policy,
+        messages_route=cfg.routes[0],
+        responses_route=cfg.routes[1],
     )
     return start_proxy_in_thread(cfg.upstream_url, ctx.paths.rollouts_dir, options)
 
