@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contagent.errors import ContagentError
 from contagent.layout import ExportPaths
-from contagent.model_schema import dict_builder
+from contagent.model_schema import dict_builder, unvalidated
 from contagent.rules import ExcludedReason, NotReadyKind
 from contagent.rules.token_samples import TokenKind
 from contagent.versions import NewerVersionError, check_version, version_field
@@ -58,9 +58,9 @@ class TokenUsage(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    billed: TokenCounts = Field(default_factory=TokenCounts)
-    selected: TokenCounts = Field(default_factory=TokenCounts)
-    excluded: TokenCounts = Field(default_factory=TokenCounts)
+    billed: TokenCounts = Field(default_factory=unvalidated(TokenCounts))
+    selected: TokenCounts = Field(default_factory=unvalidated(TokenCounts))
+    excluded: TokenCounts = Field(default_factory=unvalidated(TokenCounts))
 
 
 class _RowModel(BaseModel):
@@ -389,8 +389,8 @@ class RowSummary(BaseModel):
     steps_per_rollout: dict[str, int] = Field(
         default_factory=dict, description="Rollouts per number of steps (keys are the numbers)."
     )
-    tokens: TokenUsage = Field(default_factory=TokenUsage)
-    token_samples: TokenSummary = Field(default_factory=TokenSummary)
+    tokens: TokenUsage = Field(default_factory=unvalidated(TokenUsage))
+    token_samples: TokenSummary = Field(default_factory=unvalidated(TokenSummary))
     raw_logs: list[str] = Field(
         default_factory=list,
         description="The raw log of every rollout read, in results.jsonl order: the validator "
@@ -424,7 +424,7 @@ class RowSummary(BaseModel):
         ):
             if name and name not in names:
                 bisect.insort(names, name)
-            group = groups.setdefault(name or UNNAMED, GroupCounts())
+            group = groups.setdefault(name or UNNAMED, GroupCounts.model_construct())
             group.rollouts += 1
             group.passed += passed
             group.training_ready += ready

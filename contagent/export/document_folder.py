@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from typing import Literal
 
 import orjson
 
@@ -18,15 +19,22 @@ from contagent.errors import ContagentError
 from contagent.export.formats.documents import DocumentFormat, DocumentIndex, LeftOut, Written
 from contagent.export.formats.version import SCHEMA_VERSION
 from contagent.layout import DocumentFolderPaths
+from contagent.model_schema import plain_dump
 
 
 class DocumentWriter:
     """Collect one export's documents for ``folder`` and swap them in on :meth:`close`."""
 
-    def __init__(self, folder: Path, fmt: DocumentFormat, filter: str, formats: list[str]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        fmt: DocumentFormat,
+        filter: Literal["passed", "all"],
+        formats: list[str],
+    ) -> None:
         self.folder = Path(folder)
         self._staging = self.folder.with_name(f".{self.folder.name}-staging-{secrets.token_hex(4)}")
-        self._index = DocumentIndex(
+        self._index = DocumentIndex.model_construct(
             format=fmt.name,
             records_version=SCHEMA_VERSION,
             document_version=fmt.document_version,
@@ -47,18 +55,20 @@ class DocumentWriter:
     def add(self, rollout_id: str, document: bytes | None, reason: str | None) -> None:
         """Write a rollout's document (JSON bytes), or record why it is left out."""
         if document is None:
-            self._index.left_out.append(LeftOut(rollout_id=rollout_id, reason=reason or ""))
+            self._index.left_out.append(
+                LeftOut.model_construct(rollout_id=rollout_id, reason=reason or "")
+            )
             return
         name = DocumentFolderPaths.document_name(rollout_id)
         try:
             (self._staging / name).write_bytes(document)
         except OSError as exc:
             raise ContagentError(f"cannot write {self._staging / name}: {exc}") from exc
-        self._index.written.append(Written(rollout_id=rollout_id, file=name))
+        self._index.written.append(Written.model_construct(rollout_id=rollout_id, file=name))
 
     def close(self) -> list[Path]:
         """Write the index and swap the staging folder in; return the documents' paths."""
-        index = orjson.dumps(self._index.model_dump(), option=orjson.OPT_INDENT_2)
+        index = orjson.dumps(plain_dump(self._index), option=orjson.OPT_INDENT_2)
         (self._staging / DocumentFolderPaths.INDEX_NAME).write_bytes(index)
         old = self.folder.with_name(f".{self.folder.name}-old-{secrets.token_hex(4)}")
         try:

@@ -12,7 +12,7 @@ from contagent.core.rows import RowSummary
 class TokenGroups(BaseModel):
     """The groups the tokens format's samples came from."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     groups: int = 0
     singletons: int = Field(0, description="Groups of one attempt: their advantage is 0.")

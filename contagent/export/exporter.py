@@ -32,6 +32,7 @@ from contagent.export.formats import (
 )
 from contagent.export.formats.documents import outcome
 from contagent.layout import ExportPaths, RolloutPaths, find_rollouts
+from contagent.model_schema import plain_dump
 from contagent.rawlog.read import MAX_RAW_LOG_BYTES
 from contagent.rules.groups import (
     ADVANTAGE_METHODS,
@@ -247,7 +248,7 @@ def export(
         raise ContagentError(
             f"{paths.root}: cannot create output directory ({exc.strerror})"
         ) from None
-    summary = ExportSummary(
+    summary = ExportSummary.model_construct(
         contagent_version=__version__,
         options={**asdict(options), "run_dirs": [str(d) for d in run_dirs]},
         out_dir=str(paths.root),
@@ -342,7 +343,7 @@ def _write_rows(
         summary.format_rows.setdefault(name, 0)
         summary.format_rollouts.setdefault(name, 0)
     if "tokens" in writers:
-        summary.token_groups = TokenGroups(**asdict(group_counts(groups, sampled)))
+        summary.token_groups = TokenGroups.model_construct(**asdict(group_counts(groups, sampled)))
 
 
 def _count(counts: dict[str, int], name: str, n: int) -> None:
@@ -363,5 +364,5 @@ def _check_token_options(options: ExportOptions) -> None:
 
 def _write_summary(paths: ExportPaths, summary: ExportSummary) -> None:
     tmp = ExportPaths.staging(paths.summary)
-    tmp.write_bytes(orjson.dumps(summary.model_dump(), option=orjson.OPT_INDENT_2))
+    tmp.write_bytes(orjson.dumps(plain_dump(summary), option=orjson.OPT_INDENT_2))
     os.replace(tmp, paths.summary)

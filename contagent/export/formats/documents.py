@@ -38,7 +38,7 @@ class DocumentFormat(Protocol):
 
 
 class _IndexModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Written(_IndexModel):
