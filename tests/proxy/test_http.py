@@ -149,7 +149,7 @@ def test_slow_client_back_pressure_then_the_connection_is_reused(
         return resp
 
     up = odd_upstream(handler)
-    proxy = proxy_factory(up.url, upstream_timeout=0.5)
+    proxy = proxy_factory(up.url, upstream_timeout=1.0)
     host, port, path = raw_address(proxy)
     body = orjson.dumps({"model": "m", "messages": MSGS, "stream": True})
     with socket.socket() as sock:
@@ -168,7 +168,7 @@ def test_slow_client_back_pressure_then_the_connection_is_reused(
                 time.sleep(0.002)  # slow at first, long enough for the proxy's buffer to fill
             elif not stalled:
                 stalled = True
-                time.sleep(1.2)  # not reading for longer than the upstream timeout
+                time.sleep(2.5)  # not reading for longer than the upstream timeout
     payload = dechunk(raw.partition(b"\r\n\r\n")[2])
     assert payload.count(b"data: ") == events + 2 and payload.endswith(b"data: [DONE]\n\n")
     assert pauses, "the slow client never paused the upstream read"
@@ -223,12 +223,10 @@ def test_idle_agent_connections_are_closed(stub_factory, proxy_factory):
     proxy = proxy_factory(stub.url, limits=Limits(idle_timeout=0.3))
     host, port, path = raw_address(proxy)
     with socket.create_connection((host, port), timeout=5) as sock:
+        sent = time.monotonic()  # the idle time begins later, once the answer is sent
         sock.sendall(raw_post(path + "/chat/completions", BODY))
         raw = b""
         while b'"one"' not in raw:
             raw += sock.recv(65536)
-        import time
-
-        t0 = time.monotonic()
         assert sock.recv(100) == b"", "closed once idle"
-        assert 0.2 < time.monotonic() - t0 < 3
+        assert 0.3 <= time.monotonic() - sent < 10, "kept open while not idle"

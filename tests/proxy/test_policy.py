@@ -3,6 +3,7 @@ exchange went up and ended under, a pause holds new requests and never cuts one 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -112,11 +113,16 @@ def test_a_held_request_whose_client_left_is_not_counted(tmp_path: Path) -> None
     try:
         with start_proxy_in_thread(stub.url, tmp_path, policy=gate) as proxy:
             gate.pause()
-            with pytest.raises(requests.Timeout):
-                requests.post(
-                    f"{proxy.rollout_base_url('r')}/chat/completions", json=BODY, timeout=0.3
+            body = orjson.dumps(BODY)
+            host, port = proxy.url.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port)), timeout=10) as client:
+                client.sendall(
+                    b"POST /r/r/v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(body), body)
                 )
-            time.sleep(0.5)  # the proxy sees the client go
+                _wait(lambda: gate.held == 1)
+            _wait(lambda: not proxy.proxy._conns)  # the proxy saw the client go
             gate.resume()
             _wait(lambda: gate.inflight == 0 and gate.held == 0)
             assert stub.requests == []  # it never went up

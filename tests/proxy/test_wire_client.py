@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from tests.proxy.wire import FakeHandler, client_conn, on_loop, post, status_of
+from tests.proxy.wire import FakeHandler, ManualClock, client_conn, on_loop, post, status_of
 
 OK = [(b"Content-Type", b"application/json")]
 
@@ -54,35 +52,39 @@ async def test_too_many_header_fields_get_431():
 
 @on_loop
 async def test_a_head_that_does_not_arrive_in_time_is_answered_408_and_closed():
-    conn, t, h = client_conn(head_timeout=0.3)
+    clock = ManualClock()
+    conn, t, h = client_conn(clock=clock, head_timeout=0.3)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\n")
-    await asyncio.sleep(0.1)
+    clock.advance(0.1)
     conn.data_received(b"X-Slow: 1\r\n")  # trickling does not reset the clock
+    clock.advance(0.19)
     assert not t.ended
-    await asyncio.sleep(0.4)
+    clock.advance(0.02)
     assert status_of(t.take()) == 408 and t.ended and h.requests == []
 
 
 @on_loop
 async def test_the_head_timer_stops_once_the_head_is_whole():
-    conn, t, h = client_conn(head_timeout=0.05)
+    clock = ManualClock()
+    conn, t, h = client_conn(clock=clock, head_timeout=0.05)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
-    await asyncio.sleep(0.1)  # a body may take as long as it takes
+    clock.advance(10)  # a body may take as long as it takes
     conn.data_received(b"{}")
     assert not t.ended and len(h.requests) == 1
 
 
 @on_loop
 async def test_each_request_head_gets_the_full_time():
-    conn, t, h = client_conn(head_timeout=0.5)
+    clock = ManualClock()
+    conn, t, h = client_conn(clock=clock, head_timeout=0.5)
     conn.data_received(post())
     conn.respond(200, OK, b"one")
     assert status_of(t.take()) == 200
-    await asyncio.sleep(0.35)
+    clock.advance(0.35)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\n")  # the next head starts late
-    await asyncio.sleep(0.3)  # past the first head's deadline, within this one's
+    clock.advance(0.49)  # past the first head's deadline, within this one's
     assert not t.ended
-    await asyncio.sleep(0.5)
+    clock.advance(0.02)
     assert status_of(t.take()) == 408 and t.ended and len(h.requests) == 1
 
 
@@ -211,15 +213,17 @@ async def test_a_refusal_shuts_down_writing_then_drains_for_a_bounded_linger(mon
     client still sends is read and dropped for a while, within a time and a byte bound."""
     import contagent.proxy.downstream as downstream
 
-    monkeypatch.setattr(downstream, "LINGER_S", 0.1)
     monkeypatch.setattr(downstream, "LINGER_BYTES", 1000)
-    conn, t, h = client_conn(max_head=1000)
+    clock = ManualClock()
+    conn, t, h = client_conn(clock=clock, max_head=1000)
     conn.data_received(b"POST /r/r1/v1/x HTTP/1.1\r\nX-Big: ")
     conn.data_received(b"b" * 2000)  # the head is still arriving
     assert status_of(t.take()) == 431 and t.eof and not t.closed
     conn.data_received(b"b" * 500)  # drained, not answered, not parsed
     assert t.take() == b"" and t.reading and not t.closed and h.requests == []
-    await asyncio.sleep(0.2)
+    clock.advance(downstream.LINGER_S * 0.99)
+    assert not t.aborted
+    clock.advance(downstream.LINGER_S * 0.02)
     assert t.aborted, "closed once the linger is over"
 
     conn, t, _ = client_conn(max_head=1000)

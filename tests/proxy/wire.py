@@ -4,6 +4,9 @@ what it writes to a fake transport. No sockets, no threads: each rule is seen at
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 from contagent.proxy.downstream import ClientConnection
@@ -93,12 +96,57 @@ class FakeHandler:
         self.conns.discard(conn)
 
 
+class _Timer:
+    def __init__(self, callback: Callable[[], object]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualClock:
+    """The connection's clock and timers, moved only by :meth:`advance`.
+
+    A timing rule tested against the real clock fails when a loaded machine wakes the test
+    late; on this clock every deadline falls exactly where the test puts it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._due: list[tuple[float, int, _Timer]] = []
+        self._order = itertools.count()
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> _Timer:
+        timer = _Timer(callback)
+        heapq.heappush(self._due, (when, next(self._order), timer))
+        return timer
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> _Timer:
+        return self.call_at(self.now + delay, callback)
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on, running each timer that falls due, at its own time."""
+        end = self.now + seconds
+        while self._due and self._due[0][0] <= end:
+            when, _, timer = heapq.heappop(self._due)
+            self.now = max(self.now, when)
+            if not timer.cancelled:
+                timer.callback()
+        self.now = end
+
+
 def client_conn(
-    handler: FakeHandler | None = None, **limits: Any
+    handler: FakeHandler | None = None, clock: ManualClock | None = None, **limits: Any
 ) -> tuple[ClientConnection, FakeTransport, FakeHandler]:
-    """A client connection on a fake transport; call from a running event loop."""
+    """A client connection on a fake transport; call from a running event loop. With
+    ``clock``, its timers run on that clock instead of the loop's."""
     handler = handler or FakeHandler()
     conn = ClientConnection(handler, Limits(**limits))
+    if clock is not None:
+        conn.loop = clock  # type: ignore[assignment]
     transport = FakeTransport(conn)
     conn.connection_made(transport)  # type: ignore[arg-type]
     return conn, transport, handler
