@@ -11,7 +11,7 @@ time) side by side, with the machine's load average printed beside it:
   interpreter's own start);
 * ``contagent export data/rollouts --out OUT --filter all`` (goal <= 0.7 s) and
   ``contagent validate OUT/results.jsonl`` (goal <= 0.5 s);
-* throughput: the default export of a 105 MB corpus (24 OpenHands-like rollouts of 60
+* throughput: the default export of a 105 MB corpus (21 OpenHands-like rollouts of 60
   steps) against a bare ``orjson`` parse of every line of the same files, process start
   included (goal >= 0.8x the bare parse);
 * compaction: ``contagent compact`` of a copy of that corpus, MB/s of plain input (goal
