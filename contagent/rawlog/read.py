@@ -157,6 +157,10 @@ def _parse_stream(stream: LogStream) -> RawRollout:
         stream.digest.hexdigest()  # no thread outlives a failed read
         raise
     raw.size, raw.digest = stream.size, stream.digest
+    if any("upstream" in req for req in raw.requests.values()):  # the token route's
+        from contagent.wire.translate.rebuild import translation_problems
+
+        raw.problems.extend(translation_problems(raw.requests, raw.outcomes))
     # every API's exchanges are read in chat shape, so every chat rule applies
     for api in wire.adapters():
         raw.problems.extend(api.to_chat(raw.requests, raw.outcomes))

@@ -55,6 +55,7 @@ NotReadyKind = Literal[
     "truncated",
     "responses_chain",
     "unsupported_item",
+    "translation_mismatch",
     "oracle",
 ]
 

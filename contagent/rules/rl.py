@@ -46,6 +46,7 @@ NOT_READY_CLASS: dict[str, KindClass] = {  # every NotReadyKind (a test holds th
     "no_steps": "record",
     "responses_chain": "record",
     "unsupported_item": "record",
+    "translation_mismatch": "record",
     "oracle": "record",
 }
 

@@ -4,6 +4,8 @@ with token data recorded, answered to the real clients, exported as token sample
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import socket
 import threading
 
@@ -19,6 +21,7 @@ from contagent.proxy.sampling_options import SamplingPolicy, parse_sampling
 from contagent.proxy.token_route import RouteChoice, check_route_mode
 from contagent.rawlog.result import RolloutResult
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall, stream_payloads
+from tests.helpers import cli
 from tests.proxy.helpers import (
     CLIENT_KEY,
     exchanges,
@@ -272,3 +275,72 @@ def test_the_start_line_says_how_each_api_is_served(tokens, messages, line):
 def test_a_route_mode_is_checked():
     with pytest.raises(ContagentError, match="--messages-route 'both': use one of native, chat"):
         check_route_mode("both", "--messages-route")
+
+
+def _rewrite(log, index: int, kind: str, change) -> None:
+    lines = []
+    for line in log.read_bytes().splitlines():
+        rec = orjson.loads(line)
+        if rec["index"] == index and rec["type"] == kind:
+            change(rec)
+        lines.append(orjson.dumps(rec))
+    log.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _client_side(out: dict) -> None:
+    if out["stream_events"]:
+        n = next(n for n, e in enumerate(out["stream_events"]) if "42" in e)
+        out["stream_events"][n] = out["stream_events"][n].replace("42", "43")
+    out["response"]["content"][-1]["text"] = "the answer is 43"
+
+
+def _upstream_side(out: dict) -> None:
+    up = out["upstream"]
+    if up["stream_events"]:
+        n = next(n for n, e in enumerate(up["stream_events"]) if "42" in e)
+        up["stream_events"][n] = up["stream_events"][n].replace("42", "43")
+    up["response"]["choices"][0]["message"]["content"] = "the answer is 43"
+
+
+def _signature(out: dict) -> None:
+    out["drawn"]["signature"] = ["0" * 32]
+
+
+def _chat_request(req: dict) -> None:
+    req["upstream"]["body"]["max_tokens"] = 7
+
+
+MUTATIONS = {
+    "client answer": ("outcome", _client_side),
+    "upstream answer": ("outcome", _upstream_side),
+    "drawn signature": ("outcome", _signature),
+    "chat request": ("request", _chat_request),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_changed_side_of_a_translated_exchange_is_caught(
+    stub_factory, proxy_factory, tmp_path, stream, mutation
+):
+    """Either side changed in the raw log: the export rebuilds the client's side from the
+    upstream's and finds them apart (not training-ready, naming the exchange); a row that
+    still claims readiness for the changed log is a violation for validate."""
+    _messages_rollout(stub_factory, proxy_factory, tmp_path, stream)
+    records = tmp_path / "records"
+    _result(records, "m1")
+    log = records / "m1" / "exchanges.jsonl"
+    good = export_one_and_validate(records, tmp_path / "good")
+    assert good["training_ready"] is True
+    kind, change = MUTATIONS[mutation]
+    _rewrite(log, 1, kind, change)
+    row = export_one_and_validate(records, tmp_path / "bad")
+    assert row["not_ready_kinds"] == ["translation_mismatch"]
+    assert row["training_ready_reason"].startswith("exchange 1: ")
+    # the good row, pointed at the changed log as if the export had missed it
+    good["raw_log"]["sha256"] = hashlib.sha256(log.read_bytes()).hexdigest()
+    good["raw_log"]["bytes"] = log.stat().st_size
+    (tmp_path / "good" / "results.jsonl").write_bytes(orjson.dumps(good) + b"\n")
+    found = cli("validate", str(tmp_path / "good" / "results.jsonl"), "--json", timeout=120)
+    reasons = [v["reason"] for v in json.loads(found.stdout)["violations"]]
+    assert found.returncode != 0 and any("exchange 1: " in r for r in reasons), reasons

@@ -1,0 +1,99 @@
+"""Is a translated exchange's client side the translation of its upstream side? (pure)
+
+The token route records both sides of an exchange it served from chat completions: the
+client's request and answer, and the chat request and answer (``upstream``), with the values
+the translation drew at random (``drawn``). Running the same translation again over the
+recorded chat answer, with those values, must give exactly the answer the client got, and
+the client's request must translate to exactly the chat request sent (and a stream's
+recorded response must be its events reassembled). The raw log's reader
+asks this of every translated exchange, for the exporter and the validator alike, so an
+exchange whose two sides disagree (a record changed, a translation changed since) makes its
+rollout not training-ready (``translation_mismatch``), naming the exchange.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from contagent import wire
+from contagent.wire.stream_fold import StreamAssembler
+from contagent.wire.translate import Untranslatable
+from contagent.wire.translate.via_chat import TABLE, Drawn, TemplateDecisions, event_payload
+
+#: the not-ready kind of an exchange whose client side is not the translation of its upstream
+PROBLEM = "translation_mismatch"
+#: outcomes whose answer a row may keep, and so must be sound
+_KEPT = frozenset({"completed", "incomplete"})
+_FAULTS = (Untranslatable, KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def translation_problems(
+    requests: dict[int, dict[str, Any]], outcomes: dict[int, dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """(kind, text) for each translated exchange with an answer whose sides disagree."""
+    found = []
+    for index in sorted(requests):
+        request = requests[index]
+        outcome = outcomes.get(index)
+        if not isinstance(request.get("upstream"), dict) or outcome is None:
+            continue
+        if outcome.get("outcome") not in _KEPT:
+            continue
+        why = mismatch(request, outcome)
+        if why is not None:
+            found.append((PROBLEM, f"exchange {index}: {why}"))
+    return found
+
+
+def _chunk(payload: Any) -> Any:
+    """A recorded chat stream payload as the proxy fed it to the translation."""
+    if not isinstance(payload, str) or wire.adapter("chat").is_end_event(payload):
+        return payload  # the end marker goes to the translation as it is
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload
+
+
+def mismatch(request: dict[str, Any], outcome: dict[str, Any]) -> str | None:
+    """Why a translated exchange's records disagree, or None when they agree."""
+    api = wire.for_path(request.get("path"))
+    via = TABLE.get(api.name) if api is not None else None
+    if via is None:
+        return f"route {request.get('path')!r} is not one the proxy translates"
+    body = request.get("body")
+    try:
+        chat = via.request(body, TemplateDecisions.of_server(request.get("server")))
+    except Untranslatable as exc:
+        return f"the client's request does not translate ({exc})"
+    if chat != request["upstream"].get("body"):
+        return "the chat request sent upstream is not the translation of the client's"
+    answer = outcome.get("upstream")
+    if not isinstance(answer, dict) or not isinstance(body, dict):
+        return "no upstream answer is recorded"
+    response = answer.get("response")
+    recorded = outcome.get("drawn") or {}
+    drawn = Drawn(recorded)
+    try:
+        maker = via.client(body, drawn, request.get("server"), request.get("sampling"))
+        if request.get("stream"):
+            events = answer.get("stream_events") or []
+            rebuilt: Any = [event_payload(e) for p in events for e in maker.events(_chunk(p))]
+            asm = StreamAssembler()
+            asm.feed_many(rebuilt)
+            same = rebuilt == outcome.get("stream_events") and asm.result() == outcome.get(
+                "response"
+            )
+        else:
+            if not isinstance(response, dict):
+                return "no upstream answer is recorded"
+            same = maker.reply(response) == outcome.get("response")
+    except _FAULTS as exc:
+        return f"the upstream answer does not translate ({type(exc).__name__}: {exc})"
+    if not same:
+        return "the client's answer is not the translation of the upstream answer"
+    if drawn.values != recorded:
+        return "the recorded drawn values are not those the answer holds"
+    return None
