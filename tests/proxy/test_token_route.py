@@ -47,19 +47,19 @@ TOOLS = [{"name": "Bash", "description": "sh", "input_schema": {"type": "object"
 
 
 def _result(records, rollout: str) -> None:
-    result = RolloutResult(rollout_id=rollout, model="m", status="passed", passed=True,
+    result = RolloutResult(rollout_id=rollout, model="m", experiment="t", status="passed", passed=True,
                            reward=1.0, stop_condition="finished")  # fmt: skip
     (records / rollout / "result.json").write_text(result.model_dump_json())
 
 
-def _messages_rollout(stub_factory, proxy_factory, tmp_path, stream: bool):
+def _messages_rollout(stub_factory, proxy_factory, tmp_path, stream: bool, **proxy_kw):
     stub = stub_factory(
         [
             Reply(content=None, tool_calls=[ToolCall("Bash", ARGS, id="t1")]),
             Reply(content="the answer is 42", reasoning_content="read it", chunks=5),
         ]
     )
-    proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM), sampling=DEFAULTS)
+    proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM), sampling=DEFAULTS, **proxy_kw)
     base = proxy.rollout_base_url("m1").removesuffix("/v1")
     c = anthropic.Anthropic(base_url=base, api_key=CLIENT_KEY, max_retries=0, timeout=20)
     task = {"role": "user", "content": "read f"}
@@ -344,3 +344,68 @@ def test_a_changed_side_of_a_translated_exchange_is_caught(
     found = cli("validate", str(tmp_path / "good" / "results.jsonl"), "--json", timeout=120)
     reasons = [v["reason"] for v in json.loads(found.stdout)["violations"]]
     assert found.returncode != 0 and any("exchange 1: " in r for r in reasons), reasons
+
+
+def _formats(out) -> list[dict]:
+    """The Prime-SFT rows of an export."""
+    import pyarrow.parquet as pq
+
+    files = sorted((out / "prime-sft").rglob("*.parquet"))
+    rows = [row for f in files for row in pq.read_table(f).to_pylist()]
+    assert rows
+    return rows
+
+
+def test_the_conversation_exports_as_on_the_native_route(stub_factory, proxy_factory, tmp_path):
+    """The same conversation recorded on either route gives the same rows and SFT data: they
+    see the conversation the agent had, in its own API."""
+    got = {}
+    for route in ("native", "chat"):
+        root = tmp_path / route
+        root.mkdir()
+        proxy_kw = {"record_dir": root / "records", "messages_route": route}
+        _messages_rollout(stub_factory, proxy_factory, root, stream=True, **proxy_kw)
+        _result(root / "records", "m1")
+        row = export_one_and_validate(root / "records", root / "out")
+        got[route] = (row, _formats(root / "out"))
+    (native, native_formats), (chat, chat_formats) = got["native"], got["chat"]
+    assert chat["training_ready"] and native["training_ready"]
+    steps = [[{k: s[k] for k in ("messages", "response", "finish_reason")} for s in r["steps"]]
+             for r in (native, chat)]  # fmt: skip
+    assert steps[0] == steps[1] and native["tools"] == chat["tools"]
+    # the stub counts a Messages prompt its own way: real servers count the one prompt alike
+    counts = {"prompt_tokens", "completion_tokens", "total_tokens"}
+    for a, b in zip(native_formats, chat_formats, strict=True):
+        assert {k: v for k, v in a.items() if v != b[k] and k not in counts} == {}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_token_samples_are_the_chat_exchanges_tokens(
+    stub_factory, proxy_factory, tmp_path, stream
+):
+    """Every token of the sample is one the server reported, at its position: the last
+    step's prompt ids then its sampled ids, logprobs and mask on each step's sampled ids."""
+    import pyarrow.parquet as pq
+
+    _messages_rollout(stub_factory, proxy_factory, tmp_path, stream)
+    records = tmp_path / "records"
+    _result(records, "m1")
+    out = tmp_path / "out"
+    done = cli("export", str(records), "--out", str(out), "--format", "tokens", "--format",
+               "atif", timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    val = cli("validate", str(out / "results.jsonl"), "--json", timeout=120)
+    assert json.loads(val.stdout)["violations"] == [], val.stdout
+    [sample] = [r for f in sorted((out / "tokens").rglob("*.parquet"))
+                for r in pq.read_table(f).to_pylist()]  # fmt: skip
+    (_, first), (_, last) = exchanges(records, "m1")
+    tokens = [o["tokens"] for o in (first, last)]
+    ids = [(t["prompt_token_ids"], t["choices"][0]["token_ids"]) for t in tokens]
+    assert sample["token_ids"] == ids[1][0] + ids[1][1]
+    assert ids[1][0][: len(ids[0][0]) + len(ids[0][1])] == ids[0][0] + ids[0][1]
+    spans = [(len(p), len(p) + len(s)) for p, s in ids]
+    trained = [i for i, m in enumerate(sample["mask"]) if m]
+    assert trained == [i for a, b in spans for i in range(a, b)]
+    want = [lp for t in tokens for lp in t["choices"][0]["logprobs"]]
+    assert [sample["logprobs"][i] for i in trained] == pytest.approx(want, abs=1e-6)
+    assert len(list((out / "atif").rglob("*.json"))) >= 1
