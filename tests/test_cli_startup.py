@@ -4,11 +4,13 @@ collector (the start-up targets in docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 
 from contagent import cli
@@ -152,3 +154,52 @@ def test_an_export_builds_no_pydantic_validator(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert (out / "export-summary.json").is_file(), proc.stderr
     assert "plugins: False" in proc.stderr
+
+
+FAULTS = """
+import resource, sys
+import contagent.cli._common as common
+if sys.argv[1] == "default":
+    common.tune_allocator = lambda: None
+from contagent.cli import main
+sys.argv = ["contagent", *sys.argv[2:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("faults:", resource.getrusage(resource.RUSAGE_SELF).ru_minflt, file=sys.stderr)
+"""
+
+
+def _glibc() -> bool:
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):
+        return False
+
+
+@pytest.mark.skipif(not _glibc(), reason="the allocator's thresholds are glibc's")
+def test_export_reuses_the_memory_of_the_chunks_it_read(tmp_path: Path) -> None:
+    # each 4 MiB chunk read would otherwise be fresh memory, a page fault per 4 KiB page
+    # (six logs of about 5 MB, as the benchmark corpus holds them: 0.8 faults a page)
+    from tools.corpus import make_rollout
+
+    logs = [make_rollout(tmp_path / "runs", n, 60, random.Random(n)).raw_log for n in range(6)]
+    pages = sum(log.stat().st_size for log in logs) // 4096
+    faults = {}
+    for mode in ("tuned", "default"):
+        out = tmp_path / mode
+        cmd = [
+            sys.executable,
+            "-c",
+            FAULTS,
+            mode,
+            "export",
+            str(tmp_path / "runs"),
+            "--out",
+            str(out),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert (out / "results.jsonl").is_file(), proc.stderr
+        faults[mode] = int(proc.stderr.rsplit("faults:", 1)[1])
+    assert faults["default"] - faults["tuned"] > pages // 2, (faults, pages)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib.abc
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
@@ -68,6 +69,35 @@ def lean_pyarrow() -> None:
         pyarrow.array([0])
     finally:
         sys.meta_path.remove(blocker)
+
+
+#: glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def tune_allocator() -> None:
+    """Keep the raw-log readers' chunks in the C heap, reused, instead of fresh mappings.
+
+    The readers allocate a 4 MiB chunk at a time (several alive at once: the one parsed,
+    the next, the hashing thread's). glibc gives a block that size a mapping of its own,
+    or returns the heap's top to the system past twice the last such size, so each chunk
+    read costs about a thousand page faults and the zeroing of its pages: a third of the
+    105 MB export's system time. Fixed thresholds (blocks under 16 MiB from the heap, its
+    top returned past 32 MiB) keep the chunks' memory in use: that export's page faults
+    fall from about 35,000 to 11,500, the 1 GB log's from 195,000 to 30,000, and the
+    latter's peak RSS falls too. Only for glibc (the C library's ``mallopt``); the CLI's
+    export and validate own their process, so they set it.
+    """
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):  # type: ignore[union-attr]
+            return
+    except (ValueError, OSError, AttributeError):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.mallopt(_M_MMAP_THRESHOLD, 16 << 20)
+    libc.mallopt(_M_TRIM_THRESHOLD, 32 << 20)
 
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

@@ -18,6 +18,7 @@ from contagent.cli._common import (
     lean_pyarrow,
     raw_log_limit,
     run_guarded,
+    tune_allocator,
 )
 
 
@@ -116,6 +117,7 @@ def _export(
     3 a row that would lose an exchange (refused), 130 interrupted.
     """
     lean_pyarrow()
+    tune_allocator()
     from contagent.export.exporter import ExportOptions, export
 
     formats = _formats(format_names, rollout_filter, push_to_hub)
@@ -230,6 +232,7 @@ def _validate(
     Exit 0 healthy, 1 violations, 2 unusable input, 4 an internal error of the validator.
     """
     lean_pyarrow()
+    tune_allocator()
     from contagent.validate.check import validate
 
     limit = raw_log_limit(max_raw_log)
