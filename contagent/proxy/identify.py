@@ -65,9 +65,8 @@ class _Found:
 
 def _identify(
     ask: UpstreamAsk, base: str, headers: dict[str, str], owners: set[str] | None,
-    model: str | None,
+    model: str | None, length: int | None = None,
 ) -> _Found:  # fmt: skip
-    length = None
     if owners is None or model is None:
         status, models = ask.get(base + "/v1/models", headers, MAX_ANSWER_BYTES)
         if status != 200 or not isinstance(models, dict):
@@ -155,10 +154,12 @@ def _sent(api_key: str | None, headers: dict[str, str] | None) -> dict[str, str]
 def _run(
     upstream: str, headers: dict[str, str], tls: ssl.SSLContext | None,
     owners: set[str] | None, model: str | None, *, probe: bool, template: str | None = None,
+    length: int | None = None,
 ) -> tuple[_Found, dict[str, Any] | None, list[str]]:  # fmt: skip
     base = server_root(upstream)
     try:
-        found = _identify(UpstreamAsk(IDENTIFY_TIMEOUT_S, tls), base, headers, owners, model)
+        ask = UpstreamAsk(IDENTIFY_TIMEOUT_S, tls)
+        found = _identify(ask, base, headers, owners, model, length)
     except ASK_ERRORS as exc:
         return _Found(None, _no_answer(exc), answered=False), None, []
     if not probe or found.server is None:
@@ -189,16 +190,18 @@ def plan_tokens(
     headers: dict[str, str] | None = None,
     model: str | None = None,
     chat_template: str | None = None,
+    max_model_len: int | None = None,
 ) -> TokenPlan:
     """Resolve ``--tokens``; raises :class:`ContagentError` for ``on`` with an upstream that
     is not vLLM or that reports logits, or an unknown mode. ``model``: the model the probe
     asks (else the first one the upstream lists); ``chat_template``: the template the
-    proxy sends, which the template probes render with."""
+    proxy sends, which the template probes render with; ``max_model_len``: the model's context
+    length where the caller read the model list itself."""
     check_tokens_mode(mode)
     try:
         found, defaults, lines = _run(
             upstream, _sent(api_key, headers), tls, owners, model, probe=mode != "off",
-            template=chat_template,
+            template=chat_template, length=max_model_len,
         )  # fmt: skip
     except LogitsRefused as exc:
         if mode == "on":

@@ -206,7 +206,7 @@ class Translation:
         out = {k: v for k, v in upstream.items() if k not in side}
         out["upstream"] = side
         out["drawn"] = self.drawn.values
-        if self.stream:
+        if self.body is None and self.stream:  # a JSON answer to a stream request is a body
             payloads = [event_payload(e) for e in self.events]
             asm = StreamAssembler()
             asm.feed_many(payloads)

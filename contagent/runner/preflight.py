@@ -27,6 +27,7 @@ import orjson
 
 from contagent.errors import ContagentError
 from contagent.proxy.identify import TokenPlan, model_owners, plan_tokens
+from contagent.proxy.probe import max_model_len
 from contagent.proxy.upstream import tls_context
 
 MODELS_PATH = "/v1/models"
@@ -90,6 +91,7 @@ class LlmServer:
         self.model = model
         self._api_key = api_key
         self.owners: set[str] | None = None  # of the model list, once a check found it ready
+        self.max_model_len: int | None = None  # the served model's, as that list gives it
         self._tls: ssl.SSLContext | None = (
             tls_context(ca) if self.url.startswith("https://") else None
         )
@@ -101,7 +103,7 @@ class LlmServer:
         base = self.url.removesuffix(MODELS_PATH)
         return plan_tokens(
             mode, base, self._api_key, self._tls, self.owners, model=self.model,
-            chat_template=chat_template,
+            chat_template=chat_template, max_model_len=self.max_model_len,
         )  # fmt: skip
 
     @property
@@ -167,6 +169,7 @@ class LlmServer:
                 served,
             )
         self.owners = set(owners)
+        self.max_model_len = max_model_len(orjson.loads(body), self.model)
         return Probe(True, False, "ready", served, owners)
 
 

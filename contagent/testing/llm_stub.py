@@ -71,6 +71,8 @@ from contagent.testing.stub_server_info import (
 
 #: the vLLM version the stub says it is (``GET /version``), as the servers it stands for
 STUB_VLLM_VERSION = "0.32.0"
+#: the context length its model list gives each model, as vLLM's does
+STUB_MAX_MODEL_LEN = 32768
 
 # The moves are part of this module's interface: scripts import them from here.
 __all__ = [
@@ -211,7 +213,13 @@ class LLMStub(HttpSite):
             data: dict[str, object] = {
                 "object": "list",
                 "data": [
-                    {"id": m, "object": "model", "created": 0, "owned_by": self.owned_by}
+                    {
+                        "id": m,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": self.owned_by,
+                        "max_model_len": STUB_MAX_MODEL_LEN,
+                    }
                     for m in self.models
                 ],
             }

@@ -87,6 +87,12 @@ def test_plan_probes_the_stubs_mode(mode):
         assert [r.path for r in stub.requests] == ["/v1/models"]  # the probe is none of them
         assert plan.details[0] == f"logprobs: {mode} ({plan.server['logprobs_mode_how']})"
         assert plan.sampling is None and "render answered 404" in plan.details[1]
+        # the token route's template decision and the context length the Responses echo needs
+        assert plan.server["thinking_off_effort"] == "none"
+        assert plan.server["max_model_len"] == 32768
+        assert plan.details[3] == (
+            "thinking disabled in Messages: reasoning_effort none (the template turns thinking off)"
+        )
     finally:
         stub.stop()
 

@@ -37,6 +37,7 @@ VLLM = {
     "logprobs_mode": "processed_logprobs",
     "inline_system": "in_place",
     "thinking_off_effort": "none",
+    "max_model_len": 32768,
 }
 #: Claude Code sends no sampling: the proxy's defaults say what the server sampled with
 DEFAULTS = SamplingPolicy(defaults=parse_sampling("temperature=0.7", "--sampling-defaults"))
@@ -142,6 +143,8 @@ def test_responses_go_upstream_as_chat_and_export_token_samples(
         final = c.responses.create(input=follow, **kw)
     proxy.stop()
     assert final.output_text == "done: 42" and final.status == "completed"
+    # as vLLM echoes it: what the context leaves after the prompt
+    assert final.max_output_tokens == VLLM["max_model_len"] - final.usage.input_tokens
     assert [r.path for r in stub.requests] == ["/v1/chat/completions"] * 2
     records = tmp_path / "records"
     req, out = exchanges(records, "c1")[1]

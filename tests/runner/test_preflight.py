@@ -264,6 +264,7 @@ def test_tokens_follow_the_servers_kind_from_the_check_it_just_made() -> None:
         assert [r.path for r in vllm.requests] == ["/v1/models"]
         assert [r.json["model"] for r in vllm.stub.server_questions] == ["m"] * 10
         assert plan.server["thinking_off_effort"] == "none"
+        assert plan.server["max_model_len"] == 32768  # from the check's model list
         server = LlmServer(other.url, "m", None, None)
         wait_until_ready(server, 0, lambda _: None)
         assert not server.token_plan("auto").record

@@ -78,8 +78,8 @@ def mismatch(request: dict[str, Any], outcome: dict[str, Any]) -> str | None:
     drawn = Drawn(recorded)
     try:
         maker = via.client(body, drawn, request.get("server"), request.get("sampling"))
-        if request.get("stream"):
-            events = answer.get("stream_events") or []
+        events = answer.get("stream_events")
+        if isinstance(events, list):  # the upstream streamed: so did the client's answer
             rebuilt: Any = [event_payload(e) for p in events for e in maker.events(_chunk(p))]
             asm = StreamAssembler()
             asm.feed_many(rebuilt)
