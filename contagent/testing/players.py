@@ -39,7 +39,10 @@ def _shell_move(outputs: list[str], answer: str | None = None) -> str | None:
 
 
 def codex_outputs(req: StubRequest) -> list[str]:
-    """What Codex's tool printed, from the Responses ``input`` items it sent."""
+    """What Codex's tool printed, from the Responses ``input`` items it sent (or the tool
+    messages of the chat request the proxy's token route made of them)."""
+    if not is_responses(req):
+        return tool_outputs(req)
     return [
         message_text(item.get("output"))
         for item in req.json.get("input", [])
@@ -55,7 +58,10 @@ def codex(req: StubRequest) -> Reply:
 
 
 def claude_code_outputs(req: StubRequest) -> list[str]:
-    """What Claude Code's Bash tool printed, from the ``tool_result`` blocks it sent."""
+    """What Claude Code's Bash tool printed, from the ``tool_result`` blocks it sent (or the
+    tool messages of the chat request the proxy's token route made of them)."""
+    if not is_messages(req):
+        return tool_outputs(req)
     found = []
     for message in req.json.get("messages", []):
         content = message.get("content") if isinstance(message, dict) else None
@@ -114,21 +120,28 @@ PLAYERS: dict[str, Callable[[StubRequest], Reply]] = {
 }
 
 
+#: the shell tool by which each agent's requests are told apart on the chat route
+CODEX_TOOL, CLAUDE_CODE_TOOL = "exec_command", "Bash"
+
+
 def _tool_names(req: StubRequest) -> set[str]:
+    """The function tools' names of a chat request (none for Messages or Responses)."""
     tools = req.json.get("tools") or []
     return {t.get("function", {}).get("name") for t in tools if isinstance(t, dict)}
 
 
 def any_agent() -> Callable[[StubRequest], Reply]:
     """One player for all four: Codex speaks Responses, Claude Code Messages, mini-swe-agent
-    has only ``bash``."""
+    has only ``bash``. Through the proxy's token route Codex and Claude Code arrive as chat
+    requests, told apart by their tools (``exec_command``, ``Bash``)."""
 
     def play(req: StubRequest) -> Reply:
-        if is_responses(req):
+        names = _tool_names(req)
+        if is_responses(req) or CODEX_TOOL in names:
             return codex(req)
-        if is_messages(req):
+        if is_messages(req) or CLAUDE_CODE_TOOL in names:
             return claude_code(req)
-        if _tool_names(req) == {"bash"}:
+        if names == {"bash"}:
             return mini(req)
         return openhands(req)
 

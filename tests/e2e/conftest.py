@@ -54,11 +54,12 @@ def owner() -> str:
 
 
 @pytest.fixture
-def stub_factory() -> Iterator[Callable[[Script], RunningStub]]:
+def stub_factory() -> Iterator[Callable[..., RunningStub]]:
+    """Start stand-ins (keyword arguments: :func:`start_stub_in_thread`'s); stopped after."""
     started: list[RunningStub] = []
 
-    def make(script: Script) -> RunningStub:
-        stub = start_stub_in_thread(script, host="127.0.0.1", models=[MODEL])
+    def make(script: Script, **options: Any) -> RunningStub:
+        stub = start_stub_in_thread(script, host="127.0.0.1", models=[MODEL], **options)
         started.append(stub)
         return stub
 

@@ -99,7 +99,10 @@ def test_all_agents_pass_exp_001_then_export_and_validate(
     assert by_agent["codex"].skills_loaded == ["linux-networking"]
     assert by_agent["claude-code"].skills_loaded == ["linux-networking"]
     assert by_agent["mini-swe-agent"].skills_loaded == []
-    codex_first = next(r for r in stub.requests if r.path.endswith("/responses"))
+    # tokens are recorded (the stand-in says it is vLLM), so Codex's Responses requests reach
+    # the stand-in as chat completions through the token route
+    codex_first = next(r for r in stub.requests if b'"exec_command"' in r.body)
+    assert codex_first.path == "/v1/chat/completions"
     assert b"linux-networking" in codex_first.body  # Codex listed the skill to the model
     # OpenHands and mini-swe-agent were sent the sampling setting; Codex cannot be (announced).
     assert by_agent["mini-swe-agent"].wire_params["temperature"] == 0.3  # type: ignore[index]

@@ -32,9 +32,12 @@ def test_seed_experiment_with_claude_code_exports_training_ready_and_validates(
     tmp_path: Path, stub_factory: Any, run_id: str, claude_image: str
 ) -> None:
     stub = stub_factory(claude_code)
+    # the native route, so that the stand-in sees Claude Code's own wire (the token route's
+    # run is test_token_route_e2e's)
     proc = cli(
         "run", "--served-model-name", "stub-model", "--vllm-url", stub.url, "--experiment", "exp_001",
         "--agent", "claude-code", "--temperature", "0.3", "--max-iterations", "10",
+        "--messages-route", "native",
         "--log-dir", str(tmp_path / "logs"), "--run-id", run_id, "--timeout", "300",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

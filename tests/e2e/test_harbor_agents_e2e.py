@@ -20,7 +20,13 @@ from contagent.runner.images.agent_image import DERIVED_REPO, gc_images
 from contagent.runner.summary import RunSummary
 from contagent.testing.llm_stub import Reply, RunningStub, Script, StubRequest, ToolCall
 from contagent.testing.messages_moves import is_messages
-from contagent.testing.players import FINISH, claude_code_outputs, terminal, tool_outputs
+from contagent.testing.players import (
+    CLAUDE_CODE_TOOL,
+    FINISH,
+    claude_code_outputs,
+    terminal,
+    tool_outputs,
+)
 from tests.e2e.test_harbor_e2e import MOVES, SECRET, TASKS
 from tests.helpers import cli_export_and_validate
 
@@ -35,7 +41,7 @@ def _tool_names(req: StubRequest) -> set[str]:
 
 def harbor_player(req: StubRequest) -> Reply:
     """Each agent's model: try to read the hidden tests, write the greeting, then finish."""
-    if is_messages(req):  # Claude Code
+    if is_messages(req) or CLAUDE_CODE_TOOL in _tool_names(req):  # Claude Code, either route
         outputs = claude_code_outputs(req)
         if len(outputs) < len(MOVES):
             bash = ToolCall("Bash", {"command": MOVES[len(outputs)], "description": "a step"})
@@ -53,7 +59,7 @@ def harbor_player(req: StubRequest) -> Reply:
 
 
 def _seen(req: StubRequest) -> list[str]:
-    return claude_code_outputs(req) if is_messages(req) else tool_outputs(req)
+    return claude_code_outputs(req)  # Messages tool results, or a chat request's tool messages
 
 
 def test_every_agent_runs_a_harbor_task_in_its_own_image_without_seeing_its_tests(

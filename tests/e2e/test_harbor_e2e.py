@@ -65,7 +65,7 @@ def test_codex_runs_a_harbor_task_without_seeing_its_tests(
     assert result.image is not None and result.image.startswith(f"{DERIVED_REPO}:codex-")
     # the skills of the task image's skills_dir (a folder without SKILL.md is none)
     assert result.skills_loaded == ["greeting"] and result.reference_solution is False
-    seen = [o for r in stub.requests if r.path.endswith("/responses") for o in codex_outputs(r)]
+    seen = [o for r in stub.requests if r.method == "POST" for o in codex_outputs(r)]
     assert len(seen) >= 2
     assert "No such file" in seen[0] and SECRET not in "".join(seen), seen[0]
 
