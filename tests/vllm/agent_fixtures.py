@@ -55,6 +55,14 @@ class Recorded:
     def id(self) -> str:
         return f"{self.agent}-turn{self.turn}"
 
+    def ending(self, stop: str, limit: int) -> dict[str, Any]:
+        """The body with a stop string and a higher token limit: a random model ends an answer
+        on a stop string long before ``limit``, where it would run into :data:`MAX_TOKENS`
+        (an answer cut by the limit is never trained on)."""
+        if self.agent == "claude_code":
+            return {**self.body, "stop_sequences": [stop], "max_tokens": limit}
+        return {**self.body, "stop": [stop], "max_output_tokens": limit}
+
 
 def _normalised(body: dict[str, Any], limit: str) -> dict[str, Any]:
     return {**body, "model": SERVED_NAME, limit: MAX_TOKENS}

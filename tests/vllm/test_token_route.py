@@ -1,53 +1,65 @@
-"""The token route against the real server: Claude Code's and Codex's conversations served
-from chat completions give the prompt vLLM's own Messages and Responses routes render, and
-the same greedy answer, body for body and event for event.
+"""The token route against the real server: what the real Claude Code and Codex sent, replayed
+through the recording proxy, which serves Messages and Responses from vLLM's chat route.
 
 A second, module-scoped server runs with ``--enable-scale-out`` for vLLM's render routes
-(``/v1/messages/render``, ``/v1/responses/render``, ``/v1/chat/completions/render``), with
-a context long enough for the agents' real requests (:data:`REPLAY_FLAGS`). For every
-request the real agents sent (:mod:`tests.vllm.agent_fixtures`), greedy (temperature 0, no
-prefix cache):
+(``/v1/messages/render``, ``/v1/responses/render``), in ``processed_logprobs`` mode (as RL
+serves), with a context long enough for the agents' real requests (:data:`REPLAY_FLAGS`).
+A proxy with tokens on stands in front of it. For every request the agents sent
+(:mod:`tests.vllm.agent_fixtures`):
 
-- the prompt ids of the translated chat request equal vLLM's rendering of the original;
-- the JSON answer and the stream's events equal vLLM's own, except what vLLM draws at
-  random per answer (:data:`RANDOM`): ids, timestamps, thinking signatures; and where a
-  text is cut into deltas, which follows the engine's pace on either route (:func:`coalesced`).
+- greedy (temperature 0, no prefix cache), JSON and streamed, the client receives from the
+  proxy what vLLM's own route sends: the same body, the same events, field by field, except
+  what vLLM draws at random per answer (:mod:`tests.vllm.replay`); so the same output, stop
+  reason and usage;
+- the prompt ids the proxy recorded equal vLLM's own rendering of the client's request;
+- replayed as the agent sent it (no temperature: the server's default applies; a stop
+  string so that the random model's answers end, :meth:`Recorded.ending`), the proxy's
+  rollouts export token samples whose logprobs a transformers recompute of the same weights
+  matches, as for chat, and that the recompute read one position off does not.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 
-from contagent.wire.translate import template_probe
-from contagent.wire.translate.anthropic_events import MessagesEvents
-from contagent.wire.translate.anthropic_reply import to_messages_response
-from contagent.wire.translate.anthropic_request import to_chat_request as messages_to_chat
-from contagent.wire.translate.responses_events import ResponsesEvents
-from contagent.wire.translate.responses_reply import ReplyContext, to_responses_response
-from contagent.wire.translate.responses_request import to_chat_request as responses_to_chat
+from contagent.export.exporter import ExportOptions, export
+from contagent.layout import RolloutPaths
+from contagent.proxy import RunningProxy, start_proxy_in_thread
+from contagent.proxy.identify import plan_tokens
+from contagent.proxy.sampling_options import SamplingPolicy
+from contagent.rawlog.read import read_exchanges
+from contagent.rawlog.result import RolloutResult
+from contagent.validate.check import validate
+from tests.helpers import read_rows
 from tests.vllm import agent_fixtures
 from tests.vllm import server as vllm_server
-from tests.vllm.conversations import Meta
+from tests.vllm.agent_fixtures import Recorded
+from tests.vllm.conversations import MODEL, Meta
+from tests.vllm.replay import coalesced, masked, post, settled, sse, stream_events
 
 pytestmark = pytest.mark.vllm
 
-#: Fields vLLM fills at random per answer, so the two routes cannot agree on them.
-RANDOM = frozenset({"id", "signature", "created_at", "item_id", "call_id"})
-#: What the proxy adds to a chat request to get token data.
-TOKEN_FIELDS = {"return_token_ids": True, "logprobs": True, "top_logprobs": 0}
-
-
-#: The replay server: render routes, and a context for Claude Code's ~22,000-token requests
-#: (the tiny model's RoPE has no trained length to keep to).
+#: The replay server: render routes, RL's logprobs mode, and a context for Claude Code's
+#: ~22,000-token requests (the tiny model's RoPE has no trained length to keep to).
 REPLAY_FLAGS = (
-    "--enable-scale-out", "--max-model-len", str(agent_fixtures.MAX_MODEL_LEN),
+    *vllm_server.PROCESSED, "--max-model-len", str(agent_fixtures.MAX_MODEL_LEN),
     "--hf-overrides", json.dumps({"max_position_embeddings": agent_fixtures.MAX_MODEL_LEN}),
 )  # fmt: skip
+REQUESTS = [*agent_fixtures.CLAUDE_CODE, *agent_fixtures.CODEX]
+#: the stop string and token limit of the replay as sent (a newline comes about every 100
+#: tokens at the server's default temperature, and would not in 1000 about once in e^10)
+ENDING = ("\n", 1000)
+#: tolerances around the measured figures (0.026 mean in bf16, 3.1 with one position off)
+AGREE_MAX = 0.1
+SHIFTED_MIN = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -55,197 +67,149 @@ def scaled(meta: Meta, tmp_path_factory: pytest.TempPathFactory) -> Iterator[htt
     log = tmp_path_factory.mktemp("vllm-scaled") / "server.log"
     with (
         vllm_server.serving(meta.model_dir, log, *REPLAY_FLAGS) as srv,
-        httpx.Client(base_url=srv.url, timeout=300) as client,
+        httpx.Client(base_url=srv.url, timeout=600) as client,
     ):
         yield client
 
 
-def masked(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: ("<random>" if k in RANDOM and v else masked(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [masked(v) for v in value]
-    return value
-
-
-def post(
-    client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> dict[str, Any]:
-    resp = client.post(path, json=body, headers=headers)
-    assert resp.status_code == 200, f"{path}: {resp.status_code} {resp.text[:500]}"
-    return dict(resp.json())
-
-
-def sse(
-    client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
-) -> list[str]:
-    """The data lines of a stream, in order (``[DONE]`` included where sent)."""
-    with client.stream("POST", path, json=body, headers=headers) as resp:
-        assert resp.status_code == 200, path
-        return [line[6:] for line in resp.iter_lines() if line.startswith("data: ")]
-
-
-def events(raw: list[bytes]) -> list[dict[str, Any]]:
-    out = []
-    for event in raw:
-        head, data = event.decode().split("\n", 1)
-        out.append(
-            {"event": head.removeprefix("event: "), **json.loads(data.removeprefix("data: "))}
-        )
-    return out
-
-
-#: the text field of each Messages delta type
-_DELTA_TEXT = {
-    "text_delta": "text",
-    "thinking_delta": "thinking",
-    "input_json_delta": "partial_json",
-}
-
-
-def _join(prev: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] | None:
-    """The two delta events as one, or None when they are not two pieces of one part."""
-    kind = event.get("type")
-    if kind != prev.get("type"):
-        return None
-    if kind == "content_block_delta":  # Messages
-        a, b = prev["delta"], event["delta"]
-        field = _DELTA_TEXT.get(a.get("type"))
-        if event["index"] != prev["index"] or b.get("type") != a.get("type") or field is None:
-            return None
-        return {**prev, "delta": {**a, field: a[field] + b[field]}}
-    if isinstance(kind, str) and kind.endswith(".delta") and isinstance(event.get("delta"), str):
-        same = ("item_id", "output_index", "content_index")
-        if any(prev.get(k) != event.get(k) for k in same):
-            return None
-        joined = {**prev, "delta": prev["delta"] + event["delta"]}
-        if isinstance(prev.get("logprobs"), list) and isinstance(event.get("logprobs"), list):
-            joined["logprobs"] = prev["logprobs"] + event["logprobs"]
-        return joined
-    return None
-
-
-def coalesced(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The events with each run of deltas to one content part joined into one delta.
-
-    vLLM sends as many tokens in a chunk as its engine made since the last one, on its own
-    routes as on the chat route, so where a text is cut into deltas depends on the load,
-    not on the translation; the text, the order and every other event must still agree.
-    Responses' sequence numbers are checked consecutive, then counted again."""
-    numbers = [e["sequence_number"] for e in stream if "sequence_number" in e]
-    if numbers:
-        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
-    out: list[dict[str, Any]] = []
-    for event in stream:
-        joined = _join(out[-1], event) if out else None
-        if joined is None:
-            out.append(event)
-        else:
-            out[-1] = joined
-    if numbers:
-        out = [{**e, "sequence_number": numbers[0] + i} for i, e in enumerate(out)]
-    return out
-
-
-def native_events(lines: list[str], head: str) -> list[dict[str, Any]]:
-    return [
-        {"event": json.loads(line)["type"], **json.loads(line)}
-        for line in lines
-        if line != "[DONE]"
-    ]
+@pytest.fixture(scope="module")
+def route_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("token-route")
 
 
 @pytest.fixture(scope="module")
-def merge(scaled: httpx.Client) -> bool:
-    """The template decision vLLM's Messages server makes, made through the chat route."""
-    resp = scaled.post("/v1/chat/completions", json=template_probe.merge_probe("tiny"))
-    decision = template_probe.merge_decision(resp.status_code)
-    # Qwen3's template renders a later system message where it stands; the render check
-    # below holds the decision to vLLM's own on the fixtures' inline system message
-    assert decision is not None
-    return decision
+def route_proxy(scaled: httpx.Client, route_dir: Path) -> Iterator[RunningProxy]:
+    """The proxy as ``contagent run --tokens on`` starts it: the server's template decisions
+    and default sampling probed, Messages and Responses served from the chat route."""
+    upstream = str(scaled.base_url).rstrip("/")
+    plan = plan_tokens("on", upstream)
+    assert plan.server is not None and plan.server.get("thinking_off_effort") == "none"
+    assert plan.server["max_model_len"] == agent_fixtures.MAX_MODEL_LEN
+    sampling = SamplingPolicy().learnt(plan.server, plan.sampling)
+    with start_proxy_in_thread(
+        upstream, route_dir, tokens=True, server=plan.server, sampling=sampling
+    ) as running:
+        yield running
 
 
-@pytest.mark.parametrize("req", agent_fixtures.CLAUDE_CODE, ids=lambda r: r.id)
-def test_claude_code_requests_render_and_answer_as_vllms_messages_route(
-    scaled: httpx.Client, merge: bool, req: agent_fixtures.Recorded
-) -> None:
+@dataclass
+class Replayed:
+    """One request's answers: vLLM's own route's and the proxy's, JSON and streamed."""
+
+    rendered: list[int]
+    native: dict[str, Any]
+    ours: dict[str, Any]
+    native_stream: list[dict[str, Any]]
+    ours_stream: list[dict[str, Any]]
+
+
+def _replay(scaled: httpx.Client, proxy: httpx.Client, req: Recorded) -> Replayed:
     body = {**req.body, "temperature": 0}
-    chat = messages_to_chat(body, merge_inline_system=merge)
-    theirs = post(scaled, "/v1/messages/render", body, req.headers)["token_ids"]
-    ours = post(scaled, "/v1/chat/completions/render", chat)["token_ids"]
-    assert ours == theirs
-
-    native = post(scaled, "/v1/messages", {**body, "stream": False}, req.headers)
-    answer = post(
-        scaled,
-        "/v1/chat/completions",
-        {**messages_to_chat({**body, "stream": False}, merge_inline_system=merge), **TOKEN_FIELDS},
+    route = req.path.split("?")[0]
+    lone = {**body, "stream": False}
+    return Replayed(
+        rendered=post(scaled, route + "/render", body, req.headers)["token_ids"],
+        native=post(scaled, req.path, lone, req.headers),
+        ours=post(proxy, f"/r/{req.id}-json{req.path}", lone, req.headers),
+        native_stream=stream_events(sse(scaled, req.path, body, req.headers)),
+        ours_stream=stream_events(sse(proxy, f"/r/{req.id}-stream{req.path}", body, req.headers)),
     )
-    assert answer["prompt_token_ids"] == theirs
-    assert masked(to_messages_response(answer)) == masked(native)
-
-    native_stream = native_events(sse(scaled, "/v1/messages", body, req.headers), "event")
-    writer = MessagesEvents()
-    ours_stream = [
-        e
-        for line in sse(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
-        for e in writer.feed(line if line == "[DONE]" else json.loads(line))
-    ]
-    assert masked(coalesced(events(ours_stream))) == masked(coalesced(native_stream))
-
-
-@pytest.mark.parametrize("req", agent_fixtures.CODEX, ids=lambda r: r.id)
-def test_codex_requests_render_and_answer_as_vllms_responses_route(
-    scaled: httpx.Client, req: agent_fixtures.Recorded
-) -> None:
-    body = {**req.body, "temperature": 0}
-    chat = responses_to_chat(body)
-    theirs = post(scaled, "/v1/responses/render", body, req.headers)["token_ids"]
-    ours = post(scaled, "/v1/chat/completions/render", chat)["token_ids"]
-    assert ours == theirs
-
-    native = post(scaled, "/v1/responses", {**body, "stream": False}, req.headers)
-    answer = post(
-        scaled,
-        "/v1/chat/completions",
-        {**responses_to_chat({**body, "stream": False}), **TOKEN_FIELDS},
-    )
-    ctx = ReplyContext(request=body, max_model_len=agent_fixtures.MAX_MODEL_LEN)
-    assert masked(to_responses_response(answer, ctx)) == masked(native)
-
-    native_stream = native_events(sse(scaled, "/v1/responses", body, req.headers), "type")
-    writer = ResponsesEvents(ReplyContext(request=body, max_model_len=agent_fixtures.MAX_MODEL_LEN))
-    ours_stream = [
-        e
-        for line in sse(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
-        for e in writer.feed(line if line == "[DONE]" else json.loads(line))
-    ]
-    assert masked(coalesced(events(ours_stream))) == masked(coalesced(native_stream))
 
 
 @pytest.fixture(scope="module")
-def effort(scaled: httpx.Client) -> str:
-    """How vLLM's Messages server renders ``thinking: disabled``, probed through the chat route."""
-    prompts = {
-        name: template_probe.prompt_ids(resp.status_code, resp.json())
-        for name, body in template_probe.effort_probes("tiny").items()
-        for resp in [scaled.post("/v1/chat/completions", json=body)]
-    }
-    return template_probe.disabled_thinking_effort(prompts)
+def replayed(
+    scaled: httpx.Client, route_proxy: RunningProxy, route_dir: Path
+) -> Iterator[dict[str, Replayed]]:
+    """Every request replayed greedily both ways, then each conversation once more through
+    the proxy as the agent sent it (rollouts ``claude_code`` and ``codex``, in turn order)."""
+    with httpx.Client(base_url=route_proxy.url, timeout=600) as proxy:
+        done = {req.id: _replay(scaled, proxy, req) for req in REQUESTS}
+        for req in REQUESTS:
+            sse(proxy, f"/r/{req.agent}{req.path}", req.ending(*ENDING), req.headers)
+    for rollout in [*(f"{r.id}-{kind}" for r in REQUESTS for kind in ("json", "stream")),
+                    "claude_code", "codex"]:  # fmt: skip
+        settled(RolloutPaths.for_rollout(route_dir, rollout).exchanges)
+    yield done
 
 
-def test_disabled_thinking_answers_as_vllms_messages_route(
-    scaled: httpx.Client, merge: bool, effort: str
+def _prompt_ids(route_dir: Path, rollout: str) -> list[list[int]]:
+    raw = read_exchanges(RolloutPaths.for_rollout(route_dir, rollout).exchanges)
+    return [o["tokens"]["prompt_token_ids"] for _, o in sorted(raw.outcomes.items())]
+
+
+@pytest.mark.parametrize("req", REQUESTS, ids=lambda r: r.id)
+def test_through_the_token_route_the_client_gets_what_vllms_own_route_sends(
+    replayed: dict[str, Replayed], route_dir: Path, req: Recorded
 ) -> None:
-    assert effort == "none"  # Qwen3's template turns thinking off for it
-    body = {
-        **agent_fixtures.CLAUDE_CODE[1].body,
-        "temperature": 0,
-        "thinking": {"type": "disabled"},
-        "stream": False,
-    }
-    native = post(scaled, "/v1/messages", body)
-    chat = messages_to_chat(body, merge_inline_system=merge, disabled_thinking_effort=effort)
-    answer = post(scaled, "/v1/chat/completions", {**chat, **TOKEN_FIELDS})
-    assert masked(to_messages_response(answer)) == masked(native)
+    got = replayed[req.id]
+    # the model saw what vLLM's own route renders, JSON and streamed
+    assert _prompt_ids(route_dir, f"{req.id}-json") == [got.rendered]
+    assert _prompt_ids(route_dir, f"{req.id}-stream") == [got.rendered]
+    # the same output, stop reason and usage, every field the client reads
+    assert masked(got.ours) == masked(got.native)
+    assert masked(coalesced(got.ours_stream)) == masked(coalesced(got.native_stream))
+    assert got.native["usage"]["input_tokens"] == len(got.rendered)  # no prefix cache
+
+
+def test_disabled_thinking_through_the_token_route_answers_as_vllms_messages_route(
+    scaled: httpx.Client, route_proxy: RunningProxy
+) -> None:
+    req = agent_fixtures.CLAUDE_CODE[1]
+    body = {**req.body, "temperature": 0, "thinking": {"type": "disabled"}, "stream": False}
+    native = post(scaled, req.path, body, req.headers)
+    with httpx.Client(base_url=route_proxy.url, timeout=600) as proxy:
+        ours = post(proxy, f"/r/thinking-off{req.path}", body, req.headers)
+    assert masked(ours) == masked(native)
+    assert [b["type"] for b in native["content"]] != ["thinking"]  # thinking is off
+
+
+def _export_conversations(route_dir: Path, out: Path) -> list[dict[str, Any]]:
+    for agent in ("claude_code", "codex"):
+        result = RolloutResult(
+            rollout_id=agent, experiment="agents-vllm", model=MODEL,
+            status="passed", passed=True, reward=1.0, stop_condition="finished",
+        )  # fmt: skip
+        RolloutPaths.for_rollout(route_dir, agent).result.write_text(result.model_dump_json())
+    runs = [RolloutPaths.for_rollout(route_dir, a).root for a in ("claude_code", "codex")]
+    export(runs, out, ExportOptions(formats=("tokens",), filter="all"))
+    report = validate(out / "results.jsonl")
+    assert report.ok, report.violations
+    rows = {r["rollout_id"]: r for r in read_rows(out / "results.jsonl")}
+    for agent in ("claude_code", "codex"):
+        assert rows[agent]["tokens"]["kinds"] == [], rows[agent]["tokens"]
+        # the history replayed holds the stand-in's answers, not this model's: each request
+        # is a branch of its own, one sample each
+        assert rows[agent]["tokens"]["samples"] == [1, 1, 1], rows[agent]["tokens"]
+    return list(pq.read_table(out / "tokens" / "data").to_pylist())
+
+
+def test_the_agents_rollouts_export_token_samples_the_recompute_matches(
+    replayed: dict[str, Replayed], route_dir: Path, meta: Meta, tmp_path: Path
+) -> None:
+    from tests.vllm.trainer import recompute
+
+    samples = _export_conversations(route_dir, tmp_path / "out")
+    assert len(samples) == len(REQUESTS)
+    seqs, wanted = [], []
+    for rec in samples:
+        trained = [
+            p
+            for p, (m, c) in enumerate(zip(rec["mask"], rec["constrained"], strict=True))
+            if m and not c
+        ]
+        # one forward pass gives each position's logprob and its neighbour's, read one off
+        seqs.append((rec["token_ids"], sorted({*trained, *(p - 1 for p in trained)})))
+        wanted.append((trained, [rec["logprobs"][p] for p in trained]))
+    same: list[float] = []
+    off: list[float] = []
+    for (_, positions), (trained, recorded), values in zip(
+        seqs, wanted, recompute(meta.model_dir, seqs), strict=True
+    ):
+        at = dict(zip(positions, values, strict=True))
+        same += [abs(at[p] - r) for p, r in zip(trained, recorded, strict=True)]
+        off += [abs(at[p - 1] - r) for p, r in zip(trained, recorded, strict=True)]
+    assert len(same) >= 100, "too few trained tokens to compare"
+    mean, shifted = sum(same) / len(same), sum(off) / len(off)
+    print(f"recorded vs recompute: mean |diff| {mean:.3f}, one position off {shifted:.3f}")
+    assert mean < AGREE_MAX
+    assert shifted > SHIFTED_MIN

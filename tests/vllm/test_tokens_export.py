@@ -13,7 +13,6 @@ import copy
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from contagent.export.exporter import ExportOptions, export
 from contagent.rawlog.read import read_exchanges
 from contagent.validate.check import validate
 from tests.helpers import read_rows
+from tests.vllm.replay import settled
 
 pytestmark = [
     pytest.mark.vllm,
@@ -106,18 +106,6 @@ def _mode_stated(log: Path) -> None:
     log.write_bytes(b"\n".join(lines) + b"\n")
 
 
-def _settled(log: Path, timeout_s: float = 30.0) -> None:
-    """Wait until every request of ``log`` has its outcome (the proxy writes it as the
-    exchange ends, which can be just after the client has the last byte)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        raw = read_exchanges(log)
-        if raw.requests and raw.requests.keys() == raw.outcomes.keys():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{log}: requests without outcomes after {timeout_s} s")
-
-
 @pytest.fixture(scope="module")
 def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Path]]:
     """(the tier's model, a folder of this module's rollouts, recorded through the session's
@@ -138,7 +126,7 @@ def recorded(meta: Any, proxy: Any, record_dir: Path) -> Iterator[tuple[Path, Pa
                 status="passed", passed=passed, reward=1.0, stop_condition="finished",
             )  # fmt: skip
             paths = RolloutPaths.for_rollout(record_dir, rid)
-            _settled(paths.exchanges)
+            settled(paths.exchanges)
             paths.result.write_text(result.model_dump_json() + "\n")
             shutil.copytree(paths.root, runs / rid)
             _mode_stated(runs / rid / "exchanges.jsonl")
