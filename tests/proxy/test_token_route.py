@@ -117,10 +117,7 @@ def test_messages_go_upstream_as_chat_and_export_token_samples(
     assert row["steps"][1]["response"]["reasoning_content"] == "read it"
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_responses_go_upstream_as_chat_and_export_token_samples(
-    stub_factory, proxy_factory, tmp_path, stream
-):
+def _responses_rollout(stub_factory, proxy_factory, stream: bool):
     stub = stub_factory(
         [
             Reply(content=None, tool_calls=[ToolCall("shell", ARGS, id="call_1")]),
@@ -142,6 +139,14 @@ def test_responses_go_upstream_as_chat_and_export_token_samples(
     else:
         final = c.responses.create(input=follow, **kw)
     proxy.stop()
+    return stub, final
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_go_upstream_as_chat_and_export_token_samples(
+    stub_factory, proxy_factory, tmp_path, stream
+):
+    stub, final = _responses_rollout(stub_factory, proxy_factory, stream)
     assert final.output_text == "done: 42" and final.status == "completed"
     # as vLLM echoes it: what the context leaves after the prompt
     assert final.max_output_tokens == VLLM["max_model_len"] - final.usage.input_tokens
@@ -412,3 +417,19 @@ def test_the_token_samples_are_the_chat_exchanges_tokens(
     want = [lp for t in tokens for lp in t["choices"][0]["logprobs"]]
     assert [sample["logprobs"][i] for i in trained] == pytest.approx(want, abs=1e-6)
     assert len(list((out / "atif").rglob("*.json"))) >= 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_changed_responses_id_is_caught(stub_factory, proxy_factory, tmp_path, stream):
+    """A Responses answer rebuilt with the recorded ids: one id changed in the log is found."""
+    _responses_rollout(stub_factory, proxy_factory, stream)
+    records = tmp_path / "records"
+    _result(records, "c1")
+
+    def change(out: dict) -> None:
+        out["drawn"]["response_id"] = ["resp_0000000000000000"]
+
+    _rewrite(records / "c1" / "exchanges.jsonl", 1, "outcome", change)
+    row = export_one_and_validate(records, tmp_path / "out")
+    assert row["not_ready_kinds"] == ["translation_mismatch"]
+    assert row["training_ready_reason"].startswith("exchange 1: the client's answer is not")
