@@ -23,12 +23,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from contagent.wire.translate import Untranslatable, responses_request
-from contagent.wire.translate import anthropic_request as messages_request
-from contagent.wire.translate.anthropic_events import MessagesEvents
-from contagent.wire.translate.anthropic_reply import new_signature, to_messages_response
-from contagent.wire.translate.responses_events import ResponsesEvents
-from contagent.wire.translate.responses_reply import ReplyContext, new_id, to_responses_response
+from contagent.wire.translate import Untranslatable
+
+# The translations themselves are imported on a route's first use: a proxy whose requests
+# take no token route never loads them (its start-up is measured).
 
 
 @dataclass(frozen=True)
@@ -112,22 +110,31 @@ class _MessagesAnswer:
     __slots__ = ("_events", "_sign")
 
     def __init__(self, drawn: Drawn) -> None:
+        from contagent.wire.translate.anthropic_reply import new_signature
+
         self._sign: Callable[[], str] = lambda: drawn.take("signature", new_signature)
-        self._events: MessagesEvents | None = None
+        self._events: Any = None
 
     def reply(self, chat: dict[str, Any]) -> dict[str, Any]:
+        from contagent.wire.translate.anthropic_reply import to_messages_response
+
         return to_messages_response(chat, self._sign)
 
     def events(self, chunk: Any) -> list[bytes]:
         if self._events is None:
+            from contagent.wire.translate.anthropic_events import MessagesEvents
+
             self._events = MessagesEvents(self._sign)
-        return self._events.feed(chunk)
+        out: list[bytes] = self._events.feed(chunk)
+        return out
 
 
 class MessagesViaChat:
     """The Anthropic Messages API (Claude Code) from chat completions."""
 
     def request(self, body: Any, decisions: TemplateDecisions) -> dict[str, Any]:
+        from contagent.wire.translate import anthropic_request as messages_request
+
         if isinstance(body, dict):
             _known(decisions, body)
         return messages_request.to_chat_request(
@@ -172,17 +179,22 @@ def _known(decisions: TemplateDecisions, body: dict[str, Any]) -> None:
 class _ResponsesAnswer:
     __slots__ = ("_ctx", "_events")
 
-    def __init__(self, ctx: ReplyContext) -> None:
-        self._ctx = ctx
-        self._events: ResponsesEvents | None = None
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx  # a ReplyContext
+        self._events: Any = None
 
     def reply(self, chat: dict[str, Any]) -> dict[str, Any]:
+        from contagent.wire.translate.responses_reply import to_responses_response
+
         return to_responses_response(chat, self._ctx)
 
     def events(self, chunk: Any) -> list[bytes]:
         if self._events is None:
+            from contagent.wire.translate.responses_events import ResponsesEvents
+
             self._events = ResponsesEvents(self._ctx)
-        return self._events.feed(chunk)
+        out: list[bytes] = self._events.feed(chunk)
+        return out
 
 
 def sampled_with(sampling: Any) -> dict[str, Any]:
@@ -200,11 +212,15 @@ class ResponsesViaChat:
     """The OpenAI Responses API (Codex) from chat completions."""
 
     def request(self, body: Any, decisions: TemplateDecisions) -> dict[str, Any]:
+        from contagent.wire.translate import responses_request
+
         return responses_request.to_chat_request(body)
 
     def client(
         self, body: dict[str, Any], drawn: Drawn, server: Any, sampling: Any
     ) -> ClientAnswer:
+        from contagent.wire.translate.responses_reply import ReplyContext, new_id
+
         length = server.get("max_model_len") if isinstance(server, dict) else None
         ctx = ReplyContext(
             request=body,
