@@ -433,3 +433,40 @@ def test_a_changed_responses_id_is_caught(stub_factory, proxy_factory, tmp_path,
     row = export_one_and_validate(records, tmp_path / "out")
     assert row["not_ready_kinds"] == ["translation_mismatch"]
     assert row["training_ready_reason"].startswith("exchange 1: the client's answer is not")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_the_translation_cannot_read_fails_closed(
+    upstream, proxy_factory, tmp_path, stream
+):
+    """A chat answer the translation cannot read: the client gets no answer made up of it
+    (a 502, or a stream that stops), and the outcome is an upstream_error saying why."""
+    first = {"id": "c", "object": "chat.completion.chunk", "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant"}}]}  # fmt: skip
+    bad = {"id": "c", "object": "chat.completion.chunk", "model": "m",
+           "choices": [{"index": 0, "delta": "not a delta"}]}  # fmt: skip
+
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        await request.read()
+        if not stream:
+            return web.json_response({"id": "c", "object": "chat.completion", "choices": []})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for chunk in (first, bad):
+            await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    proxy = proxy_factory(upstream(AiohttpUpstream(handler)).url, messages_route="chat")
+    body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}],
+            "stream": stream}  # fmt: skip
+    got = httpx.post(proxy.rollout_base_url("r1") + "/messages", json=body, timeout=20)
+    if stream:
+        assert b"message_start" in got.content and b"message_stop" not in got.content
+    else:
+        assert got.status_code == 502 and "could not be translated" in got.text
+    [(_, out)] = exchanges(tmp_path / "records", "r1")
+    assert out["outcome"] == "upstream_error"
+    assert out["error"].startswith("the upstream answer could not be translated (")
+    assert out["client_status"] == (200 if stream else 502)
