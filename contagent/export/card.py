@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contagent.export.card_yaml import front_matter
+import yaml
+
 from contagent.export.export_summary import ExportSummary
 from contagent.export.formats import Format
 from contagent.export.hub_meta import features_yaml
@@ -102,7 +103,7 @@ def card_data(fmt: Format, facts: CardFacts, license: str | None = None) -> dict
 def render_card(summary: ExportSummary, fmt: Format, facts: CardFacts) -> str:
     """The whole ``README.md``: front matter and body."""
     data = card_data(fmt, facts, _chosen_license(summary))
-    front = front_matter(data)
+    front = yaml.dump(data, sort_keys=False, allow_unicode=True).strip()
     context = CardContext(summary, fmt, facts)
     parts = (section(context).strip() for section in SECTIONS)
     body = "\n\n".join(part for part in parts if part) + "\n"
