@@ -153,7 +153,7 @@ def build_group(
     finished = []
     for outcome, folder in zip(outcomes, folders, strict=True):
         if outcome.result.status in FINISHED_STATUSES:
-            facts = table.get(str(folder.root))
+            facts = table.get(folder.rollout_id)
             samples, why = rollout_samples(folder, options, facts, outcome.read)
             finished.append(replace(outcome, samples=samples, no_samples=why, read=None))
     return Group(

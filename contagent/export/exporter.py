@@ -178,19 +178,20 @@ def _build(
 
 
 def group_table_of(rollouts: list[RolloutPaths], options: TokenOptions) -> dict[str, GroupFacts]:
-    """Every rollout's group and advantage (by its folder), from the verdicts beside the
-    raw logs: the rows name the same rollouts by the same verdicts."""
+    """Every rollout's group and advantage (by its rollout id, which names a group of one
+    as validate names it), from the verdicts beside the raw logs: the rows name the same
+    rollouts by the same verdicts."""
     attempts = []
     for paths in rollouts:
         verdict = read_verdict(paths)
-        attempts.append(attempt_of(str(paths.root), verdict, options.group_by))
+        attempts.append(attempt_of(paths.rollout_id, verdict, options.group_by))
     return group_table(attempts, options.advantage)
 
 
 def _results(
     rollouts: list[RolloutPaths], options: ExportOptions, groups: dict[str, GroupFacts]
 ) -> Iterator[_Done]:
-    work = [(p, options, groups.get(str(p.root))) for p in rollouts]
+    work = [(p, options, groups.get(p.rollout_id)) for p in rollouts]
     if options.jobs <= 1 or len(work) <= 1:
         yield from map(_export_one, work)
         return
@@ -325,7 +326,7 @@ def _write_rows(
         for name, kind in done.left_out.items():
             summary.count_left_out(name, kind)
         if "tokens" in done.batches and done.batches["tokens"].num_rows:
-            sampled.append(str(rollouts[n - 1].root))
+            sampled.append(rollouts[n - 1].rollout_id)
         sft = [b for n, b in done.batches.items() if format_named(n).key_columns == ("branch",)]
         if sft:
             # The SFT formats hold the same rows, one per branch: count them once.

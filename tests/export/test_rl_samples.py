@@ -318,3 +318,14 @@ def test_validate_reads_the_posted_reward_too(tmp_path: Path) -> None:
     report = validate(tmp_path / "out" / "results.jsonl")
     assert not report.ok
     assert any("reward is 0.0" in v.reason for v in report.violations), report.violations
+
+
+def test_a_rollout_no_group_names_is_a_group_of_its_own_named_by_its_id(tmp_path: Path) -> None:
+    """The export and validate name such a group alike, by the rollout's id (never by the
+    folder it was read from, which is no part of the data and differs between machines)."""
+    runs = tmp_path / "runs"
+    _proxy_only(runs, "solo", 1.0, None)
+    _, records, summary = _export(runs, tmp_path / "out")  # validate agrees with the export
+    (rec,) = _by(records, "solo")
+    assert (rec["group_id"], rec["group_size"], rec["advantage"]) == ('["solo"]', 1, 0.0)
+    assert summary.token_groups is not None and summary.token_groups.singletons == 1
