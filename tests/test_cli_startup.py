@@ -15,8 +15,8 @@ import typer
 
 from contagent import cli
 
-# Runs the CLI as `contagent` does, then names the modules of interest it loaded.
-AUDIT = """
+# Runs the CLI as `contagent` does; a probe's own lines follow it and report on stderr.
+RUN_CLI = """
 import sys
 from contagent.cli import main
 sys.argv = ["contagent", *sys.argv[1:]]
@@ -24,19 +24,35 @@ try:
     main()
 except SystemExit:
     pass
+"""
+
+# names the modules of interest the command loaded, and the collector's state after it
+AUDIT = (
+    RUN_CLI
+    + """
 names = ("numpy", "pandas", "contagent.cli.run_cmd", "contagent.cli.view_cmd", "pyarrow")
 import gc
 print("loaded:" + ",".join(n for n in names if n in sys.modules), file=sys.stderr)
 print(f"collector on: {gc.isenabled()}, frozen: {gc.get_freeze_count() > 0}", file=sys.stderr)
 """
+)
+
+
+def probe(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def listed(proc: subprocess.CompletedProcess[str], tag: str) -> set[str]:
+    """The comma-separated names on the last stderr line that starts with `tag`."""
+    line = [x for x in proc.stderr.splitlines() if x.startswith(tag)][-1]
+    return set(filter(None, line.removeprefix(tag).split(",")))
 
 
 def loaded(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    proc = subprocess.run(
-        [sys.executable, "-c", AUDIT, *args], capture_output=True, text=True, timeout=120
-    )
-    line = [x for x in proc.stderr.splitlines() if x.startswith("loaded:")][-1]
-    return proc, set(filter(None, line.removeprefix("loaded:").split(",")))
+    proc = probe(AUDIT, *args)
+    return proc, listed(proc, "loaded:")
 
 
 def test_every_command_module_is_in_the_table() -> None:
@@ -79,27 +95,16 @@ def test_help_lists_every_command() -> None:
 
 # The packages a command's start-up must not pay for unless its work needs them.
 HEAVY = ("pydantic", "pyarrow", "aiohttp", "PIL", "yaml", "numpy", "pandas", "matplotlib")
-HEAVY_AUDIT = """
-import sys
-from contagent.cli import main
-sys.argv = ["contagent", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
+HEAVY_AUDIT = (
+    RUN_CLI
+    + """
 print("heavy:" + ",".join(sorted({m.split(".")[0] for m in sys.modules} & set(%r))), file=sys.stderr)
 """
+)
 
 
 def heavy(*args: str) -> set[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", HEAVY_AUDIT % (HEAVY,), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    line = [x for x in proc.stderr.splitlines() if x.startswith("heavy:")][-1]
-    return set(filter(None, line.removeprefix("heavy:").split(",")))
+    return listed(probe(HEAVY_AUDIT % (HEAVY,), *args), "heavy:")
 
 
 def test_help_of_a_command_loads_no_heavy_package() -> None:
@@ -142,16 +147,10 @@ def test_an_export_builds_no_pydantic_validator(tmp_path: Path) -> None:
     from tools.corpus import make_rollout
 
     make_rollout(tmp_path / "runs", 0, 3, random.Random(0))
-    code = (
-        "import sys; from contagent.cli import main; sys.argv = ['contagent', *sys.argv[1:]]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('plugins:', 'pydantic.plugin._loader' in sys.modules, file=sys.stderr)"
-    )
+    code = RUN_CLI + "print('plugins:', 'pydantic.plugin._loader' in sys.modules, file=sys.stderr)"
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", code, "export", str(tmp_path / "runs"), "--out", str(out)]
-    for name in ("prime-sft", "trl", "tokens", "atif"):
-        cmd += ["--format", name]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    formats = [x for name in ("prime-sft", "trl", "tokens", "atif") for x in ("--format", name)]
+    proc = probe(code, "export", str(tmp_path / "runs"), "--out", str(out), *formats)
     assert (out / "export-summary.json").is_file(), proc.stderr
     assert "plugins: False" in proc.stderr
 
