@@ -66,10 +66,7 @@ def main() -> int:
     work = Path(args.dir or tempfile.mkdtemp(prefix="contagent-memory-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     logs = {
-        "tiny rollout (baseline)": (
-            work / "tiny",
-            lambda p: make_rollout(p, 0, 2, random.Random(0)),
-        ),
+        "tiny rollout (baseline)": (work / "tiny", make_tiny),
         "2 GiB bomb, refused at 1 GiB": (work / "bomb", make_bomb),
         "1 GB log, 200 steps": (work / "big", make_big),
     }
