@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -42,9 +41,9 @@ from pathlib import Path
 # the repository's tools/ (the corpus generator) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from measure import REPO, bytecode_env, load, timed
-from memory_bench import make_bomb
+from memory_bench import make_bomb, make_tiny
 
-from tools.corpus import generate, make_rollout
+from tools.corpus import generate
 
 BARE = """
 import sys, orjson, pathlib
@@ -120,7 +119,7 @@ def build(work: Path, quick: bool) -> dict[str, Path]:
     if not quick:
         made["big"] = work / "big"
     if not made["tiny"].is_dir():
-        make_rollout(made["tiny"], 0, 2, random.Random(0))
+        make_tiny(made["tiny"])
     if not made["corpus"].is_dir():
         generate(made["corpus"], 105_000_000, 60)
     if not made["bomb"].is_dir():
