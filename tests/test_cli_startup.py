@@ -4,7 +4,6 @@ collector (the start-up targets in docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 import typer
 
 from contagent import cli
+from contagent.cli._common import is_glibc
 
 # Runs the CLI as `contagent` does; a probe's own lines follow it and report on stderr.
 RUN_CLI = """
@@ -170,14 +170,7 @@ print("faults:", resource.getrusage(resource.RUSAGE_SELF).ru_minflt, file=sys.st
 """
 
 
-def _glibc() -> bool:
-    try:
-        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
-    except (ValueError, OSError):
-        return False
-
-
-@pytest.mark.skipif(not _glibc(), reason="the allocator's thresholds are glibc's")
+@pytest.mark.skipif(not is_glibc(), reason="the allocator's thresholds are glibc's")
 def test_export_reuses_the_memory_of_the_chunks_it_read(tmp_path: Path) -> None:
     # each 4 MiB chunk read would otherwise be fresh memory, a page fault per 4 KiB page
     # (six logs of about 5 MB, as the benchmark corpus holds them: 0.8 faults a page)

@@ -75,6 +75,14 @@ def lean_pyarrow() -> None:
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
+def is_glibc() -> bool:
+    """Whether this process's C library is glibc (whose ``mallopt`` parameters are set)."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
 def tune_allocator() -> None:
     """Keep the raw-log readers' chunks in the C heap, reused, instead of fresh mappings.
 
@@ -89,10 +97,7 @@ def tune_allocator() -> None:
     glibc (the C library's ``mallopt``); the CLI's export and validate own their process,
     so they set it.
     """
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):  # type: ignore[union-attr]
-            return
-    except (ValueError, OSError, AttributeError):
+    if not is_glibc():
         return
     import ctypes
 
