@@ -49,3 +49,32 @@ def test_a_server_without_the_endpoints(tasks: Path, stub: RunningStub, tmp_path
         asyncio.run(start("on"))
     with pytest.raises(ContagentError, match="auto, on or off"):
         EngineConfig(run=replace(run), server_versions="yes")
+
+
+class _Told:
+    """A server with its own versions, as far as set_policy_version speaks to it."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def set_weight_version(self, name: str) -> None:
+        self.told.append(name)
+
+
+def test_an_older_version_is_refused_before_the_server_is_told(
+    tasks: Path, stub: RunningStub, tmp_path: Path
+) -> None:
+    config = EngineConfig(run=run_config(tasks, tmp_path / "logs", stub), export=SAMPLING)
+
+    async def main() -> list[str]:
+        async with Engine(config, executor=InProcessExecutor) as engine:
+            server = engine.server = _Told()  # type: ignore[assignment]
+            engine.set_policy_version(2)
+            with pytest.raises(ValueError, match="1 is older than 2"):
+                engine.set_policy_version(1)
+            engine.server = None
+            return server.told
+
+    assert asyncio.run(main()) == ["2"]
+    events = [json.loads(line) for line in (tmp_path / "logs" / "policy.jsonl").open()]
+    assert [(e["event"], e.get("version")) for e in events] == [("version", 0), ("version", 2)]
