@@ -69,6 +69,21 @@ def test_validate_says_a_problem_of_the_whole_export_as_a_sentence_on_one_line(
     assert lines[-1].startswith("validated ") and lines[-1].endswith("): 1 violation(s)")
 
 
+def test_validate_prints_what_the_export_holds_as_text_not_markup() -> None:
+    from types import SimpleNamespace
+
+    from contagent.cli._common import console
+    from contagent.cli.export_cmd import _print_report
+
+    violation = SimpleNamespace(rollout_id="exp[1]__a", reason="step 2: [bold]x[/bold] changed")
+    report = SimpleNamespace(
+        violations=[violation], ok=False, rows=1, training_ready=0, parquet_rows=0, documents=0
+    )
+    with console.capture() as captured:
+        _print_report(report)
+    assert captured.get().splitlines()[0] == ("violation exp[1]__a: step 2: [bold]x[/bold] changed")
+
+
 def test_validate_notices_a_changed_raw_log(samples: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     cli("export", str(samples), "--out", str(out), check=True)
