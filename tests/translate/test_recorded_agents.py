@@ -68,12 +68,10 @@ def test_codex_s_conversation_is_multi_turn_streamed_with_reasoning_and_tools() 
 def test_the_translation_carries_every_recorded_request(req: Recorded) -> None:
     if req.agent == "claude_code":
         chat = messages_to_chat(req.body, merge_inline_system=False)
-        history = [m for m in chat["messages"] if m["role"] == "assistant"]
-        assert all(m.get("reasoning") for m in history)  # the echoed thinking is kept
     else:
         chat = responses_to_chat(req.body)
-        history = [m for m in chat["messages"] if m["role"] == "assistant"]
-        assert all(m.get("reasoning") for m in history)
+    history = [m for m in chat["messages"] if m["role"] == "assistant"]
+    assert all(m.get("reasoning") for m in history)  # the echoed thinking is kept
     assert chat["stream"] is True and chat["tools"]
     assert len(history) == req.turn - 1
 
