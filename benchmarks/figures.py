@@ -41,7 +41,8 @@ from pathlib import Path
 # the repository's tools/ (the corpus generator) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from measure import REPO, bytecode_env, load, timed
-from memory_bench import make_bomb, make_tiny
+from memory_bench import GOAL_MB, make_bomb, make_tiny
+from proxy_load import cpu_s
 
 from tools.corpus import generate
 
@@ -81,12 +82,6 @@ def command(cmd: list[str], env: dict[str, str] | None = None, check: bool = Tru
     return wall, cpu, rss
 
 
-def _cpu_of(pid: int) -> float:
-    """User + system seconds a running process has used so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def proxy_start(env: dict[str, str], work: Path) -> Run:
     """``contagent proxy --tokens off`` from its start to the line with its URL."""
     cmd = [sys.executable, "-m", "contagent", "proxy", "--upstream", "http://127.0.0.1:9"]
@@ -99,7 +94,7 @@ def proxy_start(env: dict[str, str], work: Path) -> Run:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         wall = time.perf_counter() - start
-        cpu = _cpu_of(proc.pid)
+        cpu = cpu_s(proc.pid)
         if "listening on" not in line:
             raise RuntimeError(f"contagent proxy said {line!r}")
     finally:
@@ -242,7 +237,7 @@ def memory(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n: in
                 lambda out=out: shutil.rmtree(out, True),
             )
             mb = run[2] * 1.048576
-            goal, met = ("", None) if key == "tiny" else ("< 256", mb < 256)
+            goal, met = ("", None) if key == "tiny" else (f"< {GOAL_MB}", mb < GOAL_MB)
             row(f"{label}: {name}", run, goal, met, f"{mb:6.0f}  {load()}")
 
 
