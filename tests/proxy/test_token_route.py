@@ -354,8 +354,8 @@ def test_a_changed_side_of_a_translated_exchange_is_caught(
     assert found.returncode != 0 and any("exchange 1: " in r for r in reasons), reasons
 
 
-def _formats(out) -> list[dict]:
-    """The Prime-SFT rows of an export."""
+def _prime_sft_rows(out) -> list[dict]:
+    """The Prime-SFT rows of an export (at least one)."""
     import pyarrow.parquet as pq
 
     files = sorted((out / "prime-sft").rglob("*.parquet"))
@@ -375,7 +375,7 @@ def test_the_conversation_exports_as_on_the_native_route(stub_factory, proxy_fac
         _messages_rollout(stub_factory, proxy_factory, root, stream=True, **proxy_kw)
         _result(root / "records", "m1")
         row = export_one_and_validate(root / "records", root / "out")
-        got[route] = (row, _formats(root / "out"))
+        got[route] = (row, _prime_sft_rows(root / "out"))
     (native, native_formats), (chat, chat_formats) = got["native"], got["chat"]
     assert chat["training_ready"] and native["training_ready"]
     steps = [[{k: s[k] for k in ("messages", "response", "finish_reason")} for s in r["steps"]]
