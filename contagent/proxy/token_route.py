@@ -26,7 +26,7 @@ import orjson
 from contagent import wire
 from contagent.errors import ContagentError
 from contagent.proxy.addons import Flow, request_flow
-from contagent.rawlog.records import outcome_record
+from contagent.rawlog.records import UPSTREAM_ANSWER_FIELDS, outcome_record
 from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.via_chat import (
@@ -201,8 +201,8 @@ class Translation:
         """The outcome record's fields: the client's answer on top, the chat answer it was
         made from in ``upstream`` (``upstream``: the fields as recorded for a chat exchange;
         its ``tokens`` stay on top)."""
-        side = {k: upstream.get(k) for k in ("response", "stream_events", "usage")}
-        side["finish_reasons"] = upstream.get("finish_reasons") or []
+        side = {k: upstream.get(k) for k in UPSTREAM_ANSWER_FIELDS}
+        side["finish_reasons"] = side["finish_reasons"] or []
         out = {k: v for k, v in upstream.items() if k not in side}
         out["upstream"] = side
         out["drawn"] = self.drawn.values

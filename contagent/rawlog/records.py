@@ -39,6 +39,8 @@ BASE_VERSION = 3
 POLICY_VERSION = 4
 #: The version that added ``inline_system``.
 INLINE_VERSION = 5
+#: The version that added the token route's fields and the server's template probes.
+ROUTE_VERSION = 6
 
 LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
 InlineSystem = Literal["merged", "in_place"]
@@ -209,6 +211,10 @@ class UpstreamAnswer(BaseModel):
     )
 
 
+#: an upstream answer's fields, in the order recorded
+UPSTREAM_ANSWER_FIELDS: tuple[str, ...] = tuple(UpstreamAnswer.model_fields)
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -356,11 +362,11 @@ class OutcomeRecord(_Record):
 def _lowest_version(record: dict[str, Any]) -> int:
     """The lowest log version that holds a record without ``policy_version``."""
     if record.get("upstream") is not None or record.get("drawn") is not None:
-        return SCHEMA_VERSION
+        return ROUTE_VERSION
     server = record.get("server")
     if isinstance(server, dict):
         if server.get("thinking_off_effort") is not None or server.get("max_model_len"):
-            return SCHEMA_VERSION
+            return ROUTE_VERSION
         if server.get("inline_system") is not None:
             return INLINE_VERSION
     return BASE_VERSION

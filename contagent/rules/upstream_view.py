@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: the outcome fields that are the upstream's on a translated exchange
-UPSTREAM_FIELDS = ("response", "stream_events", "usage", "finish_reasons")
+from contagent.rawlog.records import UPSTREAM_ANSWER_FIELDS
 
 
 def translated(request: dict[str, Any]) -> bool:
@@ -34,6 +33,6 @@ def token_exchange(
     view["path"], view["body"] = up.get("path"), up.get("body")
     answer = outcome.get("upstream")
     out = dict(outcome)
-    for name in UPSTREAM_FIELDS:
+    for name in UPSTREAM_ANSWER_FIELDS:
         out[name] = answer.get(name) if isinstance(answer, dict) else None
     return view, out
