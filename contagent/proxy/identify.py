@@ -18,7 +18,6 @@ from typing import Any
 from contagent.errors import ContagentError
 from contagent.proxy.probe import (
     LogitsRefused,
-    max_model_len,
     probe_inline_system,
     probe_logprobs_mode,
     probe_thinking_off,
@@ -90,10 +89,18 @@ def _identify(
 
 def first_model(listing: Any) -> str | None:
     """The first model id of an OpenAI model list."""
-    items = listing.get("data") if isinstance(listing, dict) else None
-    for item in items if isinstance(items, list) else ():
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
+    for item in _listed(listing):
+        if isinstance(item.get("id"), str):
             return str(item["id"])
+    return None
+
+
+def max_model_len(listing: Any, model: str) -> int | None:
+    """The context length an OpenAI model list gives ``model`` (vLLM's ``max_model_len``)."""
+    for item in _listed(listing):
+        if item.get("id") == model:
+            length = item.get("max_model_len")
+            return length if isinstance(length, int) and not isinstance(length, bool) else None
     return None
 
 
@@ -123,10 +130,13 @@ def _probe(
 
 def model_owners(listing: Any) -> set[str]:
     """The ``owned_by`` values of an OpenAI model list."""
+    return {str(m.get("owned_by")) for m in _listed(listing)}
+
+
+def _listed(listing: Any) -> list[dict[str, Any]]:
+    """The model entries of an OpenAI model list (untrusted: anything else reads as none)."""
     items = listing.get("data") if isinstance(listing, dict) else None
-    if not isinstance(items, list):
-        return set()
-    return {str(m.get("owned_by")) for m in items if isinstance(m, dict)}
+    return [m for m in items if isinstance(m, dict)] if isinstance(items, list) else []
 
 
 def identify_server(

@@ -174,13 +174,3 @@ def probe_thinking_off(
     if effort == "none":
         return effort, "reasoning_effort none (the template turns thinking off)"
     return effort, "reasoning_effort low (the template cannot turn thinking off)"
-
-
-def max_model_len(listing: Any, model: str) -> int | None:
-    """The context length an OpenAI model list gives ``model`` (vLLM's ``max_model_len``)."""
-    items = listing.get("data") if isinstance(listing, dict) else None
-    for item in items if isinstance(items, list) else ():
-        if isinstance(item, dict) and item.get("id") == model:
-            length = item.get("max_model_len")
-            return length if isinstance(length, int) and not isinstance(length, bool) else None
-    return None

@@ -26,8 +26,7 @@ import aiohttp
 import orjson
 
 from contagent.errors import ContagentError
-from contagent.proxy.identify import TokenPlan, model_owners, plan_tokens
-from contagent.proxy.probe import max_model_len
+from contagent.proxy.identify import TokenPlan, max_model_len, model_owners, plan_tokens
 from contagent.proxy.upstream import tls_context
 
 MODELS_PATH = "/v1/models"
