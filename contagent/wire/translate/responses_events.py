@@ -200,29 +200,16 @@ class ResponsesEvents:
     def _more(self, text: str) -> list[bytes]:
         self._text += text
         where = {"item_id": self._item_id, "output_index": self._index}
-        if self._state == "content":
-            return [
-                self._event(
-                    {
-                        "type": "response.output_text.delta",
-                        "content_index": 0,
-                        "delta": text,
-                        "logprobs": [],
-                        **where,
-                    }
-                )
-            ]
-        if self._state == "reasoning":
-            return [
-                self._event(
-                    {
-                        "type": "response.reasoning_text.delta",
-                        "content_index": 0,
-                        "delta": text,
-                        **where,
-                    }
-                )
-            ]
+        if self._state in ("content", "reasoning"):
+            kind = "output" if self._state == "content" else "reasoning"
+            event: dict[str, Any] = {
+                "type": f"response.{kind}_text.delta",
+                "content_index": 0,
+                "delta": text,
+            }
+            if kind == "output":
+                event["logprobs"] = []
+            return [self._event({**event, **where})]
         if self._call["flat"] in self.ctx.tool_kinds()[1]:
             return self._custom_delta(custom_payload_prefix(self._text))
         return [
