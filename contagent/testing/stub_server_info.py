@@ -80,6 +80,11 @@ def render_answer(body: Any, defaults: dict[str, Any]) -> dict[str, Any]:
     return {"request_id": "render-stub", "token_ids": [1, 2, 3], "sampling_params": params}
 
 
+def _one_token_choice() -> dict[str, Any]:
+    """The one choice of a probe's answer (``max_tokens: 1``)."""
+    return {"index": 0, "message": {"role": "assistant", "content": "t"}, "finish_reason": "length"}
+
+
 #: the roles of the inline-system probe (:mod:`contagent.wire.translate.template_probe`)
 INLINE_SYSTEM_ROLES = ["system", "user", "system", "user"]
 
@@ -108,12 +113,7 @@ def inline_system_answer(refuses: bool) -> tuple[int, dict[str, Any]]:
             "code": 400,
         }
         return 400, {"error": error}
-    choice = {
-        "index": 0,
-        "message": {"role": "assistant", "content": "t"},
-        "finish_reason": "length",
-    }
-    return 200, {"object": "chat.completion", "choices": [choice]}
+    return 200, {"object": "chat.completion", "choices": [_one_token_choice()]}
 
 
 def is_effort_question(method: str, path: str, body: Any) -> bool:
@@ -137,14 +137,10 @@ def effort_answer(body: dict[str, Any]) -> dict[str, Any]:
     prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     if body["reasoning_effort"] == "none":
         prompt += "<think>\n\n</think>\n\n"
-    choice = {
-        "index": 0,
-        "message": {"role": "assistant", "content": "t"},
-        "finish_reason": "length",
-    }
+    ids = encode(prompt)
     return {
         "object": "chat.completion",
-        "choices": [choice],
-        "prompt_token_ids": encode(prompt),
-        "usage": {"prompt_tokens": len(encode(prompt)), "completion_tokens": 1, "total_tokens": 0},
+        "choices": [_one_token_choice()],
+        "prompt_token_ids": ids,
+        "usage": {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": 0},
     }
