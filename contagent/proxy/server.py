@@ -336,8 +336,9 @@ class RecordingProxy:
             return
         body = req.body
         received = time.time()
-        recorded_path = redact_query(raw.decode("latin-1"))  # credentials in the query go
-        parsed: Any = None  # upstream, not to disk
+        # credentials in the query go upstream, not to disk
+        recorded_path = redact_query(raw.decode("latin-1"))
+        parsed: Any = None
         body_text = None
         if body:
             try:
