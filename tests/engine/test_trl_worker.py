@@ -18,6 +18,7 @@ import pytest
 from contagent.engine import EngineConfig, trl_worker
 from contagent.engine.trl_worker import ContagentRolloutWorker
 from contagent.errors import ContagentError
+from contagent.layout import RolloutPaths
 from contagent.rawlog.read import read_exchanges
 from contagent.runner.lifecycle.rollout import RolloutPlan
 from contagent.testing.inprocess import InProcessExecutor
@@ -88,7 +89,8 @@ def test_samples_are_the_group_s_tokens_with_trl_s_versions(
     assert sorted(s.advantage for s in first) == [-0.5, 0.5]
     for sample in first:
         rollout = "a" if sample.advantage > 0 else "a_r1"
-        raw = read_exchanges(logs / "rollouts" / rollout / "exchanges.jsonl.zst")
+        # the log in whichever form it is in: the samples' tokens are the subject here
+        raw = read_exchanges(RolloutPaths(logs / "rollouts" / rollout).raw_log)
         last = raw.outcomes[max(raw.outcomes)]
         ids = sample.input_ids.tolist()
         mask = sample.completion_mask.tolist()
