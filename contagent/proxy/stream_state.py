@@ -20,6 +20,8 @@ _END_MARKERS = wire.end_markers()
 _TAIL = max(map(len, _END_MARKERS)) - 1
 #: the markers that are a whole end event's data by themselves (chat's, which is no JSON)
 _WHOLE_ENDS = frozenset(m.decode() for m in _END_MARKERS if is_end_event(m.decode()))
+#: the wire API a translated exchange's upstream speaks
+_CHAT = wire.adapter("chat")
 
 
 class StreamState:
@@ -176,8 +178,9 @@ def translated_event(
     payload: str, watch: ResponseWatch | None, asm: StreamAssembler, translation: Translation
 ) -> bytes:
     """The client's events for one chat chunk of a translated exchange, the chunk fed to the
-    stream's assembler and seen by the watch first."""
-    if payload in _WHOLE_ENDS:
+    stream's assembler and seen by the watch first. The upstream speaks chat completions,
+    so its end marker is the chat adapter's, the one the rebuild on read recognises too."""
+    if _CHAT.is_end_event(payload):
         return translation.relay(payload)
     try:
         event = orjson.loads(payload)
