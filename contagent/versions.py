@@ -2,7 +2,8 @@
 
 Each record kind has one version constant, next to its model: the raw log in
 :mod:`contagent.rawlog.records`, ``result.json`` in :mod:`contagent.rawlog.result`, the
-results row in :mod:`contagent.core.rows`, ``experiment.json`` in
+results row in :mod:`contagent.core.rows`, a rollout engine's ``policy.jsonl`` in
+:mod:`contagent.rawlog.policy_journal`, ``experiment.json`` in
 :mod:`contagent.runner.tasks.experiment`, the dataset folders' records in
 :mod:`contagent.export.formats.version`.
 Bumping a kind is a one-line change to its constant: a reader accepts every

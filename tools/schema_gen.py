@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from contagent.core.rows import ResultRow
 from contagent.model_schema import model_schema
+from contagent.rawlog.policy_journal import PolicyEvent
 from contagent.rawlog.records import OutcomeRecord, RequestRecord
 from contagent.rawlog.result import RolloutResult
 from contagent.rawlog.reward import RewardRecord
@@ -26,6 +27,7 @@ REGISTRY: dict[str, type[BaseModel]] = {
     "outcome-record.schema.json": OutcomeRecord,
     "rollout-result.schema.json": RolloutResult,
     "reward.schema.json": RewardRecord,
+    "policy-event.schema.json": PolicyEvent,
     "results-row.schema.json": ResultRow,
     EXPERIMENT_SCHEMA_FILE: ExperimentSpec,
 }

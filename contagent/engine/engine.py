@@ -81,7 +81,7 @@ class Engine:
         self._factory = executor or open_executor
         self.server: ServerControl | None = None
         """vLLM's own version and pause, when the server has them (``server_versions``)."""
-        self.journal = PolicyJournal(self.paths.policy_journal)
+        self.journal = PolicyJournal(self.paths.root)
         self._executor: RolloutExecutor | None = None
         self._tokens: tuple[bool, dict[str, Any] | None] = (False, None)
         self._tasks: dict[str, Task] = {}
@@ -132,7 +132,7 @@ class Engine:
         log.info("%s", plan.line)
         self._find_server_versions()
         if self.server is None:
-            self.journal.event("version", version=self.gate.version)
+            self.journal.version(self.gate.version)
         rows_to_batch([])  # pyarrow's first conversion imports pandas: not on a group's time
         return plan.record, plan.server
 
@@ -194,8 +194,7 @@ class Engine:
 
     def _version(self, version: int, weight_version: str | None) -> None:
         self.gate.set_version(version)
-        named = {} if weight_version is None else {"weight_version": weight_version}
-        self.journal.event("version", version=version, **named)
+        self.journal.version(version, weight_version)
 
     async def pause(self, timeout: float | None = 60.0) -> bool:
         """Hold new upstream requests at the proxies, then wait until the requests already
@@ -211,9 +210,9 @@ class Engine:
         """:meth:`pause` at the proxies alone, blocking (for a trainer's own thread, such as
         TRL's weight transfer, which pauses the server itself)."""
         self.gate.pause()
-        self.journal.event("pause", in_flight=self.gate.inflight)
+        self.journal.pause(self.gate.inflight)
         idle = self.gate.wait_idle(timeout)
-        self.journal.event("idle", in_flight=self.gate.inflight)
+        self.journal.idle(self.gate.inflight)
         return idle
 
     def resume(self) -> None:
@@ -222,7 +221,7 @@ class Engine:
         if self.server is not None:
             self.sync_policy_version()
             self.server.resume()
-        self.journal.event("resume", held=self.gate.held)
+        self.journal.resume(self.gate.held)
         self.gate.resume()
 
     # -- submitting and taking groups -----------------------------------------------

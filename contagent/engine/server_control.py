@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from contagent.errors import ContagentError
 from contagent.proxy.upstream import tls_context
+from contagent.rawlog.policy_journal import PolicyEvent, append_event
 from contagent.wire import server_root
 
 #: The server's answer to one control request may take this long (s): a pause in
@@ -89,11 +89,9 @@ class ServerControl:
 
 
 class PolicyJournal:
-    """The engine's policy versions and pauses, appended to ``path`` as they happen, so the
-    log dir says which version each stamped int is and when the proxies held requests:
-    ``{"event": "version", "version": 1, "weight_version": "step-8", "time": ...}``,
-    ``pause``, ``idle`` (``in_flight`` still upstream when it returned), ``resume``
-    (``held``: requests that waited).
+    """The engine's policy versions and pauses, appended to its log dir's ``policy.jsonl``
+    (:mod:`contagent.rawlog.policy_journal`) as they happen, so the log dir says which
+    version each stamped int is and when the proxies held requests.
 
     It also names the server's ``weight_version`` strings with the engine's ints, in the
     order the engine saw them: the first one is the version the engine starts at; a
@@ -101,14 +99,23 @@ class PolicyJournal:
     ``set_policy_version(v)``'s ``str(v)`` and a trainer that names its weights by step keep
     their numbers); any other new string is the current int plus one."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
         self.names: dict[str, int] = {}
 
-    def event(self, event: str, **fields: Any) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps({"event": event, **fields, "time": time.time()}) + "\n")
+    def version(self, version: int, weight_version: str | None = None) -> None:
+        append_event(
+            self.log_dir, PolicyEvent.now("version", version=version, weight_version=weight_version)
+        )
+
+    def pause(self, in_flight: int) -> None:
+        append_event(self.log_dir, PolicyEvent.now("pause", in_flight=in_flight))
+
+    def idle(self, in_flight: int) -> None:
+        append_event(self.log_dir, PolicyEvent.now("idle", in_flight=in_flight))
+
+    def resume(self, held: int) -> None:
+        append_event(self.log_dir, PolicyEvent.now("resume", held=held))
 
     def number(self, name: str, current: int) -> int:
         """The int of the server's ``weight_version`` ``name``."""

@@ -5,7 +5,6 @@ no step of any rollout spans the version change."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from contagent.engine import Engine, EngineConfig, Group
+from contagent.rawlog.policy_journal import read_policy_journal
 from contagent.testing.inprocess import InProcessExecutor, agent_script
 from contagent.testing.llm_stub import LLMStub, Reply, RunningStub, start_stub_in_thread
 from tests.engine.test_engine import SAMPLING, run_config, step_versions
@@ -103,9 +103,10 @@ def test_no_request_is_upstream_across_a_version_change(
         both += {v for v, _ in versions} == {0, 1}
     assert both == 4  # each rollout ran on both sides of the swap
     assert all(sample["policy_spans"] is False for sample in group.samples)
-    events = [json.loads(line) for line in (logs / "policy.jsonl").open()]
-    assert [(e["event"], e.get("version"), e.get("held")) for e in events] == [
+    events = read_policy_journal(logs)
+    assert events is not None
+    assert [(e.event, e.version, e.held) for e in events] == [
         ("version", 0, None), ("pause", None, None), ("idle", None, None),
         ("version", 1, None), ("resume", None, 4),
     ]  # fmt: skip
-    assert events[1]["in_flight"] > 0 and events[2]["in_flight"] == 0
+    assert events[1].in_flight and events[1].in_flight > 0 and events[2].in_flight == 0

@@ -5,7 +5,6 @@ the vLLM tier's: tests/vllm/test_engine_versions.py)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,13 +13,14 @@ import pytest
 from contagent.engine import Engine, EngineConfig
 from contagent.engine.server_control import PolicyJournal, ServerControl
 from contagent.errors import ContagentError
+from contagent.rawlog.policy_journal import read_policy_journal
 from contagent.testing.inprocess import InProcessExecutor
 from contagent.testing.llm_stub import RunningStub
 from tests.engine.test_engine import SAMPLING, run_config
 
 
 def test_weight_versions_map_to_ints_in_the_order_seen(tmp_path: Path) -> None:
-    names = PolicyJournal(tmp_path / "policy.jsonl")
+    names = PolicyJournal(tmp_path)
     assert names.number("default", 0) == 0  # the first is where the engine starts
     assert names.number("step-a", 0) == 1
     assert names.number("7", 1) == 7  # digits at or past the current int keep their number
@@ -41,8 +41,9 @@ def test_a_server_without_the_endpoints(tasks: Path, stub: RunningStub, tmp_path
             return engine.sync_policy_version()
 
     assert asyncio.run(start("auto")) == asyncio.run(start("off")) == 2
-    events = [json.loads(line) for line in (tmp_path / "logs" / "policy.jsonl").open()]
-    assert [(e["event"], e.get("version"), e.get("held")) for e in events] == [
+    events = read_policy_journal(tmp_path / "logs")
+    assert events is not None
+    assert [(e.event, e.version, e.held) for e in events] == [
         ("version", 0, None), ("version", 2, None), ("resume", None, 0)
     ] * 2  # fmt: skip
     with pytest.raises(ContagentError, match="VLLM_SERVER_DEV_MODE=1"):
@@ -76,5 +77,6 @@ def test_an_older_version_is_refused_before_the_server_is_told(
             return server.told
 
     assert asyncio.run(main()) == ["2"]
-    events = [json.loads(line) for line in (tmp_path / "logs" / "policy.jsonl").open()]
-    assert [(e["event"], e.get("version")) for e in events] == [("version", 0), ("version", 2)]
+    events = read_policy_journal(tmp_path / "logs")
+    assert events is not None
+    assert [(e.event, e.version) for e in events] == [("version", 0), ("version", 2)]

@@ -8,7 +8,6 @@ queue while the trainer's versions move through ``update_model_version``.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import defaultdict
 from dataclasses import replace
@@ -21,6 +20,7 @@ import pytest
 from contagent.engine import EngineConfig
 from contagent.engine.trl_worker import ContagentRolloutWorker
 from contagent.export.exporter import ExportOptions
+from contagent.rawlog.policy_journal import read_policy_journal
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.runner.lifecycle.rollout import RolloutPlan
 from contagent.testing.inprocess import InProcessExecutor
@@ -234,11 +234,12 @@ def test_async_grpo_trainer_trains_steps_on_contagent_groups(
     # a cold sync, then one a step: TRL's versions are the engine's
     assert trainer.model_version == worker.engine.policy_version == 4
     assert not worker.engine.gate.paused
-    journal = [json.loads(line) for line in (tmp_path / "logs" / "policy.jsonl").open()]
+    journal = read_policy_journal(tmp_path / "logs")
+    assert journal is not None
     # each sync held the proxies from its pause until TRL's new version was set
-    assert [e["event"] for e in journal if e["event"] != "version"] == [
+    assert [e.event for e in journal if e.event != "version"] == [
         "pause", "idle", "resume"
     ] * 4  # fmt: skip
-    assert {e["version"] for e in journal if e["event"] == "version"} == {1, 2, 3, 4}
+    assert {e.version for e in journal if e.event == "version"} == {1, 2, 3, 4}
     with pytest.raises(RuntimeError, match="is not running"):
         worker.check_health(60)  # the trainer stopped it at train end

@@ -9,7 +9,6 @@ most 4 tokens a step (``--sampling-override max_tokens=4``) to keep the CPU buil
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from functools import partial
 from pathlib import Path
@@ -21,6 +20,7 @@ from contagent.engine import Engine, EngineConfig, Group
 from contagent.engine.server_control import ServerControl
 from contagent.export.exporter import ExportOptions
 from contagent.proxy.sampling_options import SamplingPolicy
+from contagent.rawlog.policy_journal import read_policy_journal
 from contagent.rawlog.read import read_exchanges
 from contagent.runner.config import LlmOptions, RunConfig
 from contagent.testing.inprocess import InProcessExecutor
@@ -79,8 +79,9 @@ def engine_on_server_versions(url: str, tmp_path: Path) -> dict[str, Any]:
 
     first, second = asyncio.run(main())
     seen["first"], seen["second"] = versions_of(logs, first), versions_of(logs, second)
-    events = [json.loads(line) for line in (logs / "policy.jsonl").read_text().splitlines()]
-    seen["journal"] = [(e["event"], e.get("weight_version"), e.get("version")) for e in events]
+    events = read_policy_journal(logs)
+    assert events is not None
+    seen["journal"] = [(e.event, e.weight_version, e.version) for e in events]
     return seen
 
 
