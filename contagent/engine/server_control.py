@@ -71,9 +71,6 @@ class ServerControl:
     def resume(self) -> None:
         self._call("POST", "/resume")
 
-    def is_paused(self) -> bool:
-        return bool(self._call("GET", "/is_paused", timeout=10).get("is_paused"))
-
     def _call(
         self, method: str, path: str, body: Any = None, timeout: float = CONTROL_TIMEOUT_S
     ) -> Any:

@@ -5,7 +5,11 @@ the vLLM tier's: tests/vllm/test_engine_versions.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 from dataclasses import replace
+from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ import pytest
 from contagent.engine import Engine, EngineConfig
 from contagent.engine.server_control import PolicyJournal, ServerControl
 from contagent.errors import ContagentError
+from contagent.proxy.policy_gate import PolicyGate
 from contagent.rawlog.policy_journal import read_policy_journal
 from contagent.testing.inprocess import InProcessExecutor
 from contagent.testing.llm_stub import RunningStub
@@ -80,3 +85,69 @@ def test_an_older_version_is_refused_before_the_server_is_told(
     events = read_policy_journal(tmp_path / "logs")
     assert events is not None
     assert [(e.event, e.version) for e in events] == [("version", 0), ("version", 2)]
+
+
+class _DevModeServer(ThreadingHTTPServer):
+    """vLLM's dev-mode control endpoints as the engine calls them: each call is recorded
+    with what the engine's proxies were doing when it arrived."""
+
+    def __init__(self, gate: PolicyGate) -> None:
+        super().__init__(("127.0.0.1", 0), _DevModeHandler)
+        self.gate = gate
+        self.weight_version = "default"
+        self.calls: list[tuple[str, str, int, bool]] = []  # method, path, in flight, held
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _DevModeHandler(BaseHTTPRequestHandler):
+    server: _DevModeServer
+
+    def _answer(self) -> None:
+        fake = self.server
+        fake.calls.append((self.command, self.path, fake.gate.inflight, fake.gate.paused))
+        body = json.dumps({"weight_version": fake.weight_version}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_pause_pauses_the_server_in_wait_mode_once_nothing_is_upstream(
+    tasks: Path, stub: RunningStub, tmp_path: Path
+) -> None:
+    config = EngineConfig(run=run_config(tasks, tmp_path / "logs", stub), export=SAMPLING)
+    engine = Engine(config, executor=partial(InProcessExecutor, steps=4, step_delay=0.02))
+    fake = _DevModeServer(engine.gate)
+    serving = threading.Thread(target=fake.serve_forever, daemon=True)
+    serving.start()
+
+    async def main() -> None:
+        async with engine:
+            engine.server = ServerControl(fake.url, None, None)
+            assert engine.sync_policy_version() == 0  # "default": the version it is at
+            await engine.submit(["a"], group_size=2)
+            assert await engine.pause(timeout=30)  # its agents running
+            fake.weight_version = "step-3"  # the trainer swapped and named its weights
+            engine.resume()
+            assert engine.policy_version == 1
+            await engine.next_group()
+
+    try:
+        asyncio.run(main())
+    finally:
+        fake.shutdown()
+        fake.server_close()
+    assert fake.calls == [
+        ("GET", "/weight_info", 0, False),
+        ("POST", "/pause?mode=wait", 0, True),  # never aborting, after the proxies' wait
+        ("GET", "/weight_info", 0, True),
+        ("POST", "/resume", 0, True),  # the held requests go after the server resumed
+    ]

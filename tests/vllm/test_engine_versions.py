@@ -9,7 +9,9 @@ most 4 tokens a step (``--sampling-override max_tokens=4``) to keep the CPU buil
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import urllib.request
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,12 @@ def versions_of(logs: Path, group: Group) -> set[tuple[int, int]]:
     return out
 
 
+def server_paused(url: str) -> bool:
+    """The server's own word on its pause (the engine never asks: it pauses and resumes)."""
+    with urllib.request.urlopen(f"{url}/is_paused", timeout=10) as answer:
+        return bool(json.loads(answer.read())["is_paused"])
+
+
 def engine_on_server_versions(url: str, tmp_path: Path) -> dict[str, Any]:
     control = ServerControl.probe(url, None, None)
     assert control is not None, "the server has no /weight_info (VLLM_SERVER_DEV_MODE=1?)"
@@ -68,10 +76,10 @@ def engine_on_server_versions(url: str, tmp_path: Path) -> dict[str, Any]:
             await engine.submit(["a"], group_size=2)
             first = await engine.next_group()
             assert await engine.pause(timeout=120)
-            seen["paused"] = control.is_paused()
+            seen["paused"] = server_paused(url)
             control.set_weight_version("step-8")  # the swap, named by the trainer
             engine.resume()
-            seen["resumed"] = (control.is_paused(), engine.policy_version)
+            seen["resumed"] = (server_paused(url), engine.policy_version)
             engine.set_policy_version(5)  # the engine names it: the server is told
             seen["told"] = control.weight_version()
             await engine.submit(["a"], group_size=2)
