@@ -13,7 +13,9 @@ time) side by side, with the machine's load average printed beside it:
   ``contagent validate OUT/results.jsonl`` (goal <= 0.5 s);
 * throughput: the default export of a 105 MB corpus (21 OpenHands-like rollouts of 60
   steps) against a bare ``orjson`` parse of every line of the same files, process start
-  included (goal >= 0.8x the bare parse);
+  included (goal >= 0.8x the bare parse), and the floor: a process that only imports the
+  libraries the export's outputs need and hashes every log, as each row records its log's
+  SHA-256 (the ratio no export writing these outputs can pass);
 * compaction: ``contagent compact`` of a copy of that corpus, MB/s of plain input (goal
   >= 100 MB/s; baseline: a plain copy with fsync), and the ratio it reaches;
 * memory: peak RSS of the export of a 2 GiB compacted bomb (refused at 1 GiB) and of a
@@ -41,7 +43,7 @@ from pathlib import Path
 # the repository's tools/ (the corpus generator) is not part of the installed package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from measure import REPO, bytecode_env, load, timed
-from memory_bench import GOAL_MB, make_bomb, make_tiny
+from memory_bench import GOAL_MB, LOGS, build_logs, export_peak
 from proxy_load import cpu_s
 
 from tools.corpus import generate
@@ -59,6 +61,23 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob('exchanges.jsonl')):
         shutil.copyfileobj(src, dst, 1 << 20)
         dst.flush()
         os.fsync(dst.fileno())
+"""
+#: The least any export writing these outputs spends: the interpreter, the libraries its
+#: outputs need (pyarrow without numpy and pandas, as the export loads it, and its Parquet
+#: writer; Pillow's PNG writer for the card's charts; PyYAML for its front matter; orjson,
+#: zstandard) and the SHA-256 of every log each row records, read in the export's chunks.
+FLOOR = """
+import hashlib, io, pathlib, sys
+sys.modules['numpy'] = sys.modules['pandas'] = None
+import orjson, pyarrow, pyarrow.parquet, yaml, zstandard
+from PIL import Image, ImageDraw, ImageFont
+pyarrow.array([0])
+Image.new('RGB', (1, 1)).save(io.BytesIO(), 'PNG')
+for p in sorted(pathlib.Path(sys.argv[1]).rglob('exchanges.jsonl')):
+    digest = hashlib.sha256()
+    with p.open('rb') as fh:
+        while chunk := fh.read(4 << 20):
+            digest.update(chunk)
 """
 HEAD = f"{'':52}{'wall s':>8}{'CPU s':>8}{'goal':>10}  {'met':5}"
 Run = tuple[float, float, float]  # wall s, CPU s, peak RSS MiB
@@ -110,24 +129,10 @@ def row(name: str, run: Run, goal: str, met: bool | None, note: str = "") -> Non
 
 def build(work: Path, quick: bool) -> dict[str, Path]:
     """The inputs, built once under ``work`` (kept with ``--dir`` for the next run)."""
-    made = {"tiny": work / "tiny", "corpus": work / "corpus", "bomb": work / "bomb"}
-    if not quick:
-        made["big"] = work / "big"
-    if not made["tiny"].is_dir():
-        make_tiny(made["tiny"])
+    made = build_logs(work, ("tiny", "bomb") if quick else ("tiny", "bomb", "big"))
+    made["corpus"] = work / "corpus"
     if not made["corpus"].is_dir():
         generate(made["corpus"], 105_000_000, 60)
-    if not made["bomb"].is_dir():
-        make_bomb(made["bomb"])
-    if "big" in made and not made["big"].is_dir():
-        # in a child, so that this process' memory stays small (it is not measured anyway)
-        subprocess.run(
-            [sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[2:]; "
-             "from memory_bench import make_big; from pathlib import Path; "
-             "make_big(Path(sys.argv[1]))", str(made["big"]),
-             str(REPO / "benchmarks"), str(REPO)],
-            check=True,
-        )  # fmt: skip
     return made
 
 
@@ -185,13 +190,18 @@ def throughput(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n
     print(f"\n{mb:.0f} MB corpus, {rollouts} rollouts{'':22}{'wall s':>8}{'CPU s':>8}"
           f"{'goal':>10}  {'met':5}{'x bare (wall / CPU)':>20}")  # fmt: skip
     outs = [work / f"big-out-{label}" for label, _ in trees]
-    onces = {"bare": lambda: command([sys.executable, "-c", BARE, str(corpus)])}
+    onces = {
+        "bare": lambda: command([sys.executable, "-c", BARE, str(corpus)]),
+        "floor": lambda: command([sys.executable, "-c", FLOOR, str(corpus)]),
+    }
     for (label, env), out in zip(trees, outs, strict=True):
         cmd = [sys.executable, "-m", "contagent", "export", str(corpus), "--out", str(out)]
         onces[label] = lambda cmd=cmd, env=env: command(cmd, env)
     runs = interleaved(n, onces, lambda: [shutil.rmtree(out, True) for out in outs])
-    bare = runs.pop("bare")
+    bare, floor = runs.pop("bare"), runs.pop("floor")
     row("bare orjson parse (baseline)", bare, "", None, f"{mb / bare[0]:8.0f} MB/s")
+    row("floor: output libraries' imports + SHA-256 only", floor, "", None,
+        f"{bare[0] / floor[0]:9.2f} / {bare[1] / floor[1]:.2f}  (the most any export reaches)")  # fmt: skip
     for label, run in runs.items():
         x_wall, x_cpu = bare[0] / run[0], bare[1] / run[1]
         row(f"{label}: export, default options", run, ">= 0.8x", x_cpu >= 0.8,
@@ -225,20 +235,13 @@ def memory(trees: list[tuple[str, dict[str, str]]], made: dict[str, Path], n: in
     work = made["tiny"].parent
     print(f"\npeak RSS of contagent export{'':24}{'wall s':>8}{'CPU s':>8}{'goal MB':>10}"
           f"  {'met':5}{'MB':>6}")  # fmt: skip
-    logs = [("tiny rollout (baseline)", "tiny"), ("2 GiB bomb, refused at 1 GiB", "bomb")]
-    logs += [("1 GB log, 200 steps", "big")] if "big" in made else []
     for label, env in trees:
-        for name, key in logs:
-            out = work / f"mem-out-{label}"
-            cmd = [sys.executable, "-m", "contagent", "export", str(made[key]), "--out", str(out)]
-            run = repeat(
-                n,
-                lambda cmd=cmd, env=env: command(cmd, env, check=False),
-                lambda out=out: shutil.rmtree(out, True),
-            )
-            mb = run[2] * 1.048576
+        for name, key, _ in LOGS:
+            if key not in made:
+                continue
+            wall, cpu, mb, _ = export_peak(made[key], work / f"mem-out-{label}", env, n)
             goal, met = ("", None) if key == "tiny" else (f"< {GOAL_MB}", mb < GOAL_MB)
-            row(f"{label}: {name}", run, goal, met, f"{mb:6.0f}  {load()}")
+            row(f"{label}: {name}", (wall, cpu, mb), goal, met, f"{mb:6.0f}  {load()}")
 
 
 def _self_times(stderr: str) -> dict[str, int]:

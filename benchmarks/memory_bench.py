@@ -57,6 +57,42 @@ def make_big(root: Path) -> Path:
     return root
 
 
+#: The logs memory is measured on: label, folder under the work folder, builder.
+LOGS = (
+    ("tiny rollout (baseline)", "tiny", make_tiny),
+    ("2 GiB bomb, refused at 1 GiB", "bomb", make_bomb),
+    ("1 GB log, 200 steps", "big", make_big),
+)
+
+
+def build_logs(work: Path, keys: tuple[str, ...]) -> dict[str, Path]:
+    """Each log of ``LOGS`` named in ``keys``, built under ``work`` unless already there."""
+    made = {}
+    for _, key, build in LOGS:
+        if key not in keys:
+            continue
+        made[key] = root = work / key
+        if not root.is_dir():  # in a child: a parent that held the log would raise its RSS
+            child = multiprocessing.get_context("spawn").Process(target=build, args=(root,))
+            child.start()
+            child.join()
+    return made
+
+
+def export_peak(
+    root: Path, out: Path, env: dict[str, str], repeat: int
+) -> tuple[float, float, float, list[int]]:
+    """Median wall s, CPU s and peak RSS (MB) of ``repeat`` exports of ``root``, and the
+    exit statuses they had."""
+    runs = []
+    for _ in range(repeat):
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, "-m", "contagent", "export", str(root), "--out", str(out)]
+        runs.append(timed(cmd, env, check=False))
+    wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
+    return wall, cpu, rss * 1.048576, sorted({r[3] for r in runs})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -65,17 +101,8 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="contagent-memory-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    logs = {
-        "tiny rollout (baseline)": (work / "tiny", make_tiny),
-        "2 GiB bomb, refused at 1 GiB": (work / "bomb", make_bomb),
-        "1 GB log, 200 steps": (work / "big", make_big),
-    }
-    for root, build in logs.values():
-        if not root.is_dir():  # in a child: a parent that held the log would raise its RSS
-            child = multiprocessing.get_context("spawn").Process(target=build, args=(root,))
-            child.start()
-            child.join()
-    big = next((work / "big").rglob("exchanges.jsonl"))
+    made = build_logs(work, tuple(key for _, key, _ in LOGS))
+    big = next(made["big"].rglob("exchanges.jsonl"))
     largest = max(len(line) for line in big.open("rb"))
     print(f"1 GB log: {big.stat().st_size / 1e6:.0f} MB, largest line {largest / 1e6:.1f} MB")
     trees = [("contagent", REPO)]
@@ -84,17 +111,9 @@ def main() -> int:
     print(f"{'peak RSS of contagent export':44}{'MB':>8}{'CPU s':>8}{'goal MB':>9}")
     for label, src in trees:
         env = bytecode_env(src, work)
-        for name, (root, _) in logs.items():
-            runs = []
-            for _ in range(args.repeat):
-                out = work / f"out-{label}"
-                shutil.rmtree(out, ignore_errors=True)
-                cmd = [sys.executable, "-m", "contagent", "export", str(root), "--out", str(out)]
-                runs.append(timed(cmd, env, check=False))
-            rss = statistics.median(r[2] for r in runs) * 1.048576
-            cpu = statistics.median(r[1] for r in runs)
-            goal = "" if "baseline" in name else f"{GOAL_MB:9d}"
-            status = sorted({r[3] for r in runs})
+        for name, key, _ in LOGS:
+            _, cpu, rss, status = export_peak(made[key], work / f"out-{label}", env, args.repeat)
+            goal = "" if key == "tiny" else f"{GOAL_MB:9d}"
             print(f"{label + ': ' + name:44}{rss:8.0f}{cpu:8.2f}{goal:>9}  exit {status}  {load()}")
     if args.dir is None:
         shutil.rmtree(work)
