@@ -25,6 +25,7 @@ from contagent.engine.group_build import (
     export_options,
     off_policy_filter,
     read_finished,
+    trainable,
 )
 from contagent.engine.server_control import PolicyJournal, ServerControl
 from contagent.errors import ContagentError
@@ -295,16 +296,23 @@ class Engine:
             yield await self.next_group()
 
     async def next_group(self) -> Group:
-        """The next finished group (waits for one), its samples checked against
-        ``max_off_policy_steps`` now, as the trainer takes it."""
+        """The next finished group (waits for one), less its samples with no token to train,
+        the rest checked against ``max_off_policy_steps`` now, as the trainer takes it."""
         assert self._finished is not None and self._room is not None
         group = await self._finished.get()
         self._undelivered -= 1
         self._room.release()
         current = self.gate.version
         every = [s for o in group.rollouts for s in o.samples]
-        kept, dropped = off_policy_filter(every, current, self.config.max_off_policy_steps)
-        return replace(group, samples=kept, dropped_off_policy=dropped, policy_version=current)
+        useful = [s for s in every if trainable(s)]
+        kept, dropped = off_policy_filter(useful, current, self.config.max_off_policy_steps)
+        return replace(
+            group,
+            samples=kept,
+            dropped_untrainable=len(every) - len(useful),
+            dropped_off_policy=dropped,
+            policy_version=current,
+        )
 
     @property
     def pending(self) -> int:

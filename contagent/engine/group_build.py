@@ -59,7 +59,10 @@ class Group:
     failed: list[RolloutOutcome]
     """Rollouts still in ``infra_error`` after the retries: the group is short by these."""
     samples: list[dict[str, Any]]
-    """The samples delivered: every rollout's, less those dropped as off-policy."""
+    """The samples delivered: every rollout's, less those with no token to train and those
+    dropped as off-policy."""
+    dropped_untrainable: int
+    """Samples with no token on their mask (:func:`trainable`), left out of ``samples``."""
     dropped_off_policy: int
     """Samples older than ``max_off_policy_steps`` allows, left out of ``samples``."""
     policy_version: int
@@ -108,6 +111,13 @@ def rollout_samples(
     row = done.row
     kinds = (row.get("tokens") or {}).get("kinds") or row.get("not_ready_kinds") or []
     return [], done.left_out.get("tokens") or ", ".join(kinds) or "no token samples"
+
+
+def trainable(sample: dict[str, Any]) -> bool:
+    """Whether a sample has a token to train: none is on the mask of one whose own steps a
+    grammar constrained throughout (unless ``train_constrained``) or sampled nothing. Such a
+    sample costs a trainer a forward and a batch slot and moves no weight."""
+    return any(sample["mask"])
 
 
 def oldest_version(sample: dict[str, Any]) -> int | None:
@@ -163,6 +173,7 @@ def build_group(
         rollouts=finished,
         failed=failed,
         samples=[s for o in finished for s in o.samples],
+        dropped_untrainable=0,
         dropped_off_policy=0,
         policy_version=version,
         finished_at=time.time(),

@@ -270,6 +270,7 @@ class ContagentRolloutWorker:
             "contagent/samples_total": float(len(samples)),
             "contagent/dropped_temperature_total": float(hot),
             "contagent/dropped_unversioned_total": float(unversioned),
+            "contagent/dropped_untrainable_total": float(group.dropped_untrainable),
             "contagent/dropped_off_policy_total": float(group.dropped_off_policy),
             "contagent/failed_rollouts_total": float(len(group.failed)),
             "contagent/group_reward_mean": mean,

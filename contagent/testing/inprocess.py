@@ -83,7 +83,8 @@ class _Net:
 class InProcessExecutor:
     """A :class:`~contagent.runner.executor.RolloutExecutor` running scripted agents in
     threads, each behind its own recording proxy; ``verdict`` decides each attempt's
-    status and reward (an ``infra_error`` writes its result as a failed rollout would)."""
+    status and reward (an ``infra_error`` writes its result as a failed rollout would);
+    ``extra_body`` is merged into every request the agent sends (``tool_choice``, ...)."""
 
     def __init__(
         self,
@@ -94,6 +95,7 @@ class InProcessExecutor:
         steps: int = 3,
         verdict: Verdict = _passes,
         step_delay: float = 0.0,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self._config = config
         self._paths = paths
@@ -101,6 +103,7 @@ class InProcessExecutor:
         self._steps = steps
         self._verdict = verdict
         self._step_delay = step_delay
+        self._extra_body = extra_body or {}
         self._cancel = threading.Event()
         self._reason = "interrupted"
         self._attempts: dict[str, int] = {}
@@ -177,6 +180,7 @@ class InProcessExecutor:
                     raise _Cancelled(self._reason)
                 body: dict[str, Any] = {
                     "model": llm.served_model_name, "messages": messages, "tools": [_TOOL],
+                    **self._extra_body,
                 }  # fmt: skip
                 if llm.temperature is not None:
                     body["temperature"] = llm.temperature

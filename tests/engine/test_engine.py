@@ -219,3 +219,33 @@ def test_bad_submissions_say_why(tasks: Path, stub: RunningStub, tmp_path: Path)
                 await engine.submit(["a"], group_size=1, agent="codex")
 
     asyncio.run(main())
+
+
+def test_a_sample_with_no_token_to_train_is_counted_not_delivered(
+    tasks: Path, stub: RunningStub, tmp_path: Path
+) -> None:
+    """Every step under ``tool_choice: required``: all each rollout sampled is constrained,
+    off the mask, so its sample has nothing to train though its advantage is not 0."""
+
+    def half(plan: RolloutPlan, attempt: int) -> tuple[str, float | None]:
+        return ("passed", 1.0) if plan.repeat_index == 0 else ("failed", 0.0)
+
+    factory = partial(
+        InProcessExecutor, steps=2, verdict=half, extra_body={"tool_choice": "required"}
+    )
+
+    async def main(export: ExportOptions, logs: Path) -> Group:
+        run = run_config(tasks, logs, stub)
+        config = EngineConfig(run=run, export=export, max_off_policy_steps=0)
+        async with Engine(config, executor=factory) as engine:
+            await engine.submit(["a"], group_size=2)
+            return await engine.next_group()
+
+    group = asyncio.run(main(SAMPLING, tmp_path / "logs"))
+    made = [s for o in group.rollouts for s in o.samples]  # the export's rows
+    assert len(made) == 2 and {s["advantage"] for s in made} == {0.5, -0.5}
+    assert all(any(s["constrained"]) and not any(s["mask"]) for s in made)
+    assert group.samples == [] and group.dropped_untrainable == 2
+    assert group.dropped_off_policy == 0  # not taken for samples whose version is unknown
+    kept = asyncio.run(main(replace(SAMPLING, train_constrained=True), tmp_path / "kept"))
+    assert len(kept.samples) == 2 and kept.dropped_untrainable == 0

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from contagent.engine import EngineConfig, trl_worker
+from contagent.engine import EngineConfig, Group, trl_worker
 from contagent.engine.trl_worker import ContagentRolloutWorker
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths
@@ -156,3 +156,17 @@ def test_a_worker_whose_engine_cannot_start_says_why(
         worker.start()
     with pytest.raises(RuntimeError, match="failed"):
         worker.check_health(60)
+
+
+def test_samples_with_nothing_to_train_are_counted_in_the_metrics(
+    tasks: Path, stub: RunningStub, tmp_path: Path
+) -> None:
+    worker = worker_for(tasks, stub, tmp_path / "logs", names=[])
+    group = Group(
+        group_id=0, task="a", agent="mini-swe-agent", rollouts=[], failed=[], samples=[],
+        dropped_untrainable=3, dropped_off_policy=1, policy_version=0, finished_at=0.0,
+    )  # fmt: skip
+    samples, metrics = worker.convert(group)
+    assert samples == []
+    assert metrics["contagent/dropped_untrainable_total"] == 3
+    assert metrics["contagent/dropped_off_policy_total"] == 1

@@ -94,8 +94,8 @@ def test_the_readme_tour_export_of_data_rollouts_goes_through_prepare_batch(
     assert {round(t, 6) for s in samples for t in s.temperatures} == {0.8, 1.0}
 
 
-def _play(b: TokenRolloutBuilder) -> None:
-    b.body_extra = {"temperature": 0.8}
+def _play(b: TokenRolloutBuilder, extra: dict[str, Any] | None = None) -> None:
+    b.body_extra = {"temperature": 0.8, **(extra or {})}
     b.step(assistant("Let me look.", call("call_1", "terminal", command="cat secret.txt")))
     b.tool_output("call_1", "terminal", "hunter2")
     b.step(assistant("The secret is hunter2."))
@@ -116,3 +116,25 @@ def test_a_group_of_attempts_gives_samples_prime_rl_trains(prime_rl: Any, tmp_pa
     _trainable(samples)
     by_rollout = {r["rollout_id"]: r["advantage"] for r in rows}
     assert by_rollout == {"task": 0.5, "task_r1": -0.5, "task_r2": 0.0}
+
+
+def test_a_sample_with_no_token_to_train_is_context_to_prime_rl(
+    prime_rl: Any, tmp_path: Path
+) -> None:
+    """Every step under ``tool_choice: required``: the export still writes the sample (its
+    ``num_sampled`` 0), and prime-rl takes it with no token in its loss mask."""
+    runs = tmp_path / "runs"
+    for rid, reward in (("task", 1.0), ("task_r1", 0.0)):
+        b = TokenRolloutBuilder(rid, TASK)
+        _play(b, {"tool_choice": "required"})
+        verdict = {"experiment": "task", "model": b.model, "reward": reward}
+        b.write(runs, {**verdict, "passed": reward == 1.0, "status": "passed"})
+    out = tmp_path / "out"
+    export([runs], out, ExportOptions(filter="all", formats=("tokens",)))
+    rows = _rows(out / "tokens")
+    assert {r["advantage"] for r in rows} == {0.5, -0.5}
+    assert all(r["num_sampled"] == 0 and any(r["constrained"]) for r in rows)
+    _, batch = prime_rl
+    for sample in _recipe(prime_rl, rows):
+        micro = batch.prepare_sample(sample, seq_len=1 << 20)
+        assert not any(micro.loss_mask) and set(micro.advantages) == {0.0}
