@@ -120,7 +120,8 @@ class Exchange:
         self.first_byte = time.time()
         self.status = status
         out, sse = relayed_response_headers(headers, keep_length=self.head_only)
-        if sse and not self.head_only:
+        # a translated error goes to the client whole, in its API's shape, as vLLM sends one
+        if sse and not self.head_only and (self.translation is None or status == 200):
             self.stream = StreamState(self.watch, self.translation)
             self.sent_status = status
             self.conn.start_response(status, out)
@@ -195,6 +196,12 @@ class Exchange:
                 self.conn.respond_error(502, translation.fault or "no answer to translate")
                 return
             data = orjson.dumps(translation.body)
+        elif translation is not None:  # the upstream's error, made the client's
+            data = orjson.dumps(translation.body)
+            self.out_headers = [
+                *[h for h in self.out_headers if h[0].lower() != b"content-type"],
+                (b"Content-Type", b"application/json"),
+            ]
         elif self.watch is not None and self.watch.hide(parsed):
             data = orjson.dumps(parsed)
         self.conn.respond(self.status, self.out_headers, data, self.head_only)
@@ -278,6 +285,11 @@ class Exchange:
             parsed = orjson.loads(data) if data else None
         except orjson.JSONDecodeError:
             parsed = None
+        status = self.status
+        if self.translation is not None and status is not None and status != 200:
+            error = self.translation.error(status, data, parsed)
+            self._record("http_error", f"http status {status}", **error)
+            return None
         if parsed is None and data:
             text = data.decode("utf-8", "replace")
             if self.status == 200:

@@ -26,6 +26,7 @@ import orjson
 from contagent import wire
 from contagent.errors import ContagentError
 from contagent.proxy.addons import Flow, request_flow
+from contagent.proxy.recorder import verbatim
 from contagent.rawlog.records import UPSTREAM_ANSWER_FIELDS, outcome_record
 from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
@@ -34,6 +35,7 @@ from contagent.wire.translate.via_chat import (
     ClientAnswer,
     Drawn,
     TemplateDecisions,
+    ViaChat,
     event_payload,
 )
 
@@ -144,7 +146,7 @@ def route_request(
     up_path = route.rstrip("/").removesuffix(api.routes[0]) + wire.adapter(_CHAT).routes[0]
     flow = request_flow(chat, up_path, stream, addons)
     assert flow is not None  # a chat body on the chat route
-    translation = Translation(via.client, parsed, stream)
+    translation = Translation(via, parsed, stream)
     translation.start(server, flow.record.get("sampling"))
     return Routed(flow, up_path.encode("latin-1"), {"upstream": {"path": up_path, "body": chat}},
                   translation)  # fmt: skip
@@ -154,10 +156,10 @@ class Translation:
     """One translated exchange: the client's answer made from the chat answer as it
     arrives, and the outcome record's fields for both sides."""
 
-    __slots__ = ("_answer", "_make", "body", "drawn", "events", "fault", "request", "stream")
+    __slots__ = ("_answer", "_via", "body", "drawn", "events", "fault", "request", "stream")
 
-    def __init__(self, make: Any, request: dict[str, Any], stream: bool) -> None:
-        self._make = make
+    def __init__(self, via: ViaChat, request: dict[str, Any], stream: bool) -> None:
+        self._via = via
         self._answer: ClientAnswer | None = None
         self.request = request
         self.stream = stream
@@ -171,7 +173,7 @@ class Translation:
 
     def start(self, server: Any, sampling: Any) -> None:
         """Ready the answer maker with what the request record says (before any answer)."""
-        self._answer = self._make(self.request, self.drawn, server, sampling)
+        self._answer = self._via.client(self.request, self.drawn, server, sampling)
 
     def relay(self, chunk: Any) -> bytes:
         """The client's bytes for one chat chunk (parsed, or the end marker)."""
@@ -196,6 +198,19 @@ class Translation:
             self.fault = _fault(exc)
             return None
         return orjson.dumps(self.body)
+
+    def error(self, status: int, data: bytes, parsed: Any) -> dict[str, Any]:
+        """The outcome record's fields for an upstream error answer (``status`` not 200; its
+        bytes, and their JSON, None when not JSON): the client's error (:attr:`body`, sent
+        under the same status) on top, the upstream's as received in ``upstream``."""
+        side: dict[str, Any] = dict.fromkeys(UPSTREAM_ANSWER_FIELDS)
+        side["finish_reasons"] = []
+        if parsed is None and data:
+            side["response_text"] = data.decode("utf-8", "replace")
+        else:
+            side["response"] = verbatim(data, parsed)
+        self.body = self._via.error(status, parsed)
+        return {"response": self.body, "upstream": side}
 
     def fields(self, upstream: dict[str, Any]) -> dict[str, Any]:
         """The outcome record's fields: the client's answer on top, the chat answer it was

@@ -30,9 +30,11 @@ from contagent.versions import version_field
 #: ``server``, 3 the server's ``logprobs_mode`` and the request's ``sampling``, 4
 #: ``policy_version``, 5 the server's ``inline_system``, 6 the token route's ``upstream``
 #: (request and outcome) and ``drawn``, and the server's ``thinking_off_effort`` and
-#: ``max_model_len``. A record is written at the lowest version that holds its fields
-#: (:func:`with_policy_version`), so a log recorded without versions reads as it always did.
-SCHEMA_VERSION = 6
+#: ``max_model_len``, 7 the token route's error answers (``upstream`` on an ``http_error``
+#: outcome, and its ``response_text``). A record is written at the lowest version that holds
+#: its fields (:func:`with_policy_version`), so a log recorded without versions reads as it
+#: always did.
+SCHEMA_VERSION = 7
 #: The version of a record that carries no field added after it.
 BASE_VERSION = 3
 #: The version that added ``policy_version``.
@@ -41,6 +43,8 @@ POLICY_VERSION = 4
 INLINE_VERSION = 5
 #: The version that added the token route's fields and the server's template probes.
 ROUTE_VERSION = 6
+#: The version that added the token route's error answers.
+ERROR_VERSION = 7
 
 LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
 InlineSystem = Literal["merged", "in_place"]
@@ -199,8 +203,14 @@ class UpstreamAnswer(BaseModel):
 
     response: Any = Field(
         None,
-        description="The chat completion (a stream's reassembled from its chunks); null when "
-        "none arrived.",
+        description="The chat completion (a stream's reassembled from its chunks), or the "
+        "error body of an http_error outcome, parsed as JSON; null when none arrived or it is "
+        "not JSON (see response_text).",
+    )
+    response_text: str | None = Field(
+        None,
+        description="An http_error outcome's raw error body when it is not valid JSON. Written "
+        "at log version 7.",
     )
     stream_events: list[str] | None = Field(
         None, description="For streams: each SSE data payload as received, in order."
@@ -342,9 +352,10 @@ class OutcomeRecord(_Record):
     upstream: UpstreamAnswer | None = Field(
         None,
         description="The token route: the chat answer the client's answer (response, "
-        "stream_events, usage above) was translated from; tokens are this answer's. Absent "
-        "when the exchange was not translated, or no answer of status 200 arrived. Written at "
-        "log version 6.",
+        "stream_events, usage above) was translated from; tokens are this answer's. On an "
+        "http_error outcome, the upstream's error answer (status above) the client's error "
+        "(response, client_status) was made from (from log version 7). Absent when the "
+        "exchange was not translated, or no upstream answer arrived. Written at log version 6.",
     )
     drawn: dict[str, list[Any]] | None = Field(
         None,
@@ -361,6 +372,8 @@ class OutcomeRecord(_Record):
 
 def _lowest_version(record: dict[str, Any]) -> int:
     """The lowest log version that holds a record without ``policy_version``."""
+    if record.get("upstream") is not None and record.get("outcome") == "http_error":
+        return ERROR_VERSION
     if record.get("upstream") is not None or record.get("drawn") is not None:
         return ROUTE_VERSION
     server = record.get("server")

@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from contagent.rawlog.records import (
+    ERROR_VERSION,
     INLINE_VERSION,
+    ROUTE_VERSION,
     SCHEMA_VERSION,
+    outcome_record,
     request_record,
     with_policy_version,
 )
@@ -73,4 +76,9 @@ def test_a_record_stating_it_is_written_at_the_version_that_added_it() -> None:
     )
     assert with_policy_version(stating, 1)["schema_version"] == INLINE_VERSION == 5
     routed = request_record(**base, upstream={"path": "/v1/chat/completions", "body": {}})
-    assert routed["schema_version"] == SCHEMA_VERSION == 6
+    assert routed["schema_version"] == ROUTE_VERSION == 6
+    ends = {"index": 0, "rollout_id": "r", "started": 0.0, "ended": 0.0}
+    answered = outcome_record(**ends, outcome="completed", upstream={"response": {}}, drawn={})
+    refused = outcome_record(**ends, outcome="http_error", upstream={"response": {}})
+    assert answered["schema_version"] == ROUTE_VERSION
+    assert refused["schema_version"] == ERROR_VERSION == SCHEMA_VERSION == 7

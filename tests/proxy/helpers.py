@@ -171,6 +171,27 @@ def fail_outcomes(
     return flag
 
 
+def write_result(records: Path, rollout: str) -> None:
+    """A passed ``result.json`` for rollout ``rollout`` of ``records`` (so that it exports)."""
+    from contagent.rawlog.result import RolloutResult
+
+    result = RolloutResult(rollout_id=rollout, model="m", experiment="t", status="passed", passed=True,
+                           reward=1.0, stop_condition="finished")  # fmt: skip
+    (records / rollout / "result.json").write_text(result.model_dump_json())
+
+
+def rewrite_record(log: Path, index: int, kind: str, change: Any) -> None:
+    """Apply ``change`` to the record of ``kind`` (request or outcome) and ``index`` in the
+    raw log ``log``, in place (a test's mutation of the log)."""
+    lines = []
+    for line in log.read_bytes().splitlines():
+        rec = orjson.loads(line)
+        if rec["index"] == index and rec["type"] == kind:
+            change(rec)
+        lines.append(orjson.dumps(rec))
+    log.write_bytes(b"\n".join(lines) + b"\n")
+
+
 def export_one_and_validate(records: Path, out: Path) -> dict[str, Any]:
     """Export a record dir of one rollout with the real CLI, prove the export with
     ``contagent validate``, and return that rollout's row."""

@@ -19,7 +19,6 @@ from aiohttp import web
 from contagent.errors import ContagentError
 from contagent.proxy.sampling_options import SamplingPolicy, parse_sampling
 from contagent.proxy.token_route import RouteChoice, check_route_mode
-from contagent.rawlog.result import RolloutResult
 from contagent.testing.llm_stub import Reply, StubRequest, ToolCall, stream_payloads
 from tests.helpers import cli
 from tests.proxy.helpers import (
@@ -28,6 +27,8 @@ from tests.proxy.helpers import (
     export_one_and_validate,
     raw_address,
     raw_post,
+    rewrite_record,
+    write_result,
 )
 from tests.proxy.upstreams import AiohttpUpstream
 
@@ -45,12 +46,6 @@ DEFAULTS = SamplingPolicy(defaults=parse_sampling("temperature=0.7", "--sampling
 #: prompt then extends this one, as the stub's template renders them
 ARGS = '{"command": "cat f"}'
 TOOLS = [{"name": "Bash", "description": "sh", "input_schema": {"type": "object"}}]
-
-
-def _result(records, rollout: str) -> None:
-    result = RolloutResult(rollout_id=rollout, model="m", experiment="t", status="passed", passed=True,
-                           reward=1.0, stop_condition="finished")  # fmt: skip
-    (records / rollout / "result.json").write_text(result.model_dump_json())
 
 
 def _messages_rollout(stub_factory, proxy_factory, tmp_path, stream: bool, **proxy_kw):
@@ -110,7 +105,7 @@ def test_messages_go_upstream_as_chat_and_export_token_samples(
     if stream:
         assert orjson.loads(out["stream_events"][0])["type"] == "message_start"
         assert out["upstream"]["stream_events"][-1] == "[DONE]"
-    _result(records, "m1")
+    write_result(records, "m1")
     row = export_one_and_validate(records, tmp_path / "out")
     assert row["training_ready"] is True, row["training_ready_reason"]
     assert row["tokens"]["kinds"] == [] and row["tokens"]["samples"] == [1]
@@ -156,7 +151,7 @@ def test_responses_go_upstream_as_chat_and_export_token_samples(
     assert req["upstream"]["body"]["messages"][0] == {"role": "system", "content": "You are Codex."}
     assert out["response"]["object"] == "response" and out["response"]["id"] == final.id
     assert out["drawn"]["response_id"] == [final.id]
-    _result(records, "c1")
+    write_result(records, "c1")
     row = export_one_and_validate(records, tmp_path / "out")
     assert row["training_ready"] is True, row["training_ready_reason"]
     assert row["tokens"]["kinds"] == [] and row["tokens"]["samples"] == [1]
@@ -285,16 +280,6 @@ def test_a_route_mode_is_checked():
         check_route_mode("both", "--messages-route")
 
 
-def _rewrite(log, index: int, kind: str, change) -> None:
-    lines = []
-    for line in log.read_bytes().splitlines():
-        rec = orjson.loads(line)
-        if rec["index"] == index and rec["type"] == kind:
-            change(rec)
-        lines.append(orjson.dumps(rec))
-    log.write_bytes(b"\n".join(lines) + b"\n")
-
-
 def _client_side(out: dict) -> None:
     if out["stream_events"]:
         n = next(n for n, e in enumerate(out["stream_events"]) if "42" in e)
@@ -336,12 +321,12 @@ def test_a_changed_side_of_a_translated_exchange_is_caught(
     still claims readiness for the changed log is a violation for validate."""
     _messages_rollout(stub_factory, proxy_factory, tmp_path, stream)
     records = tmp_path / "records"
-    _result(records, "m1")
+    write_result(records, "m1")
     log = records / "m1" / "exchanges.jsonl"
     good = export_one_and_validate(records, tmp_path / "good")
     assert good["training_ready"] is True
     kind, change = MUTATIONS[mutation]
-    _rewrite(log, 1, kind, change)
+    rewrite_record(log, 1, kind, change)
     row = export_one_and_validate(records, tmp_path / "bad")
     assert row["not_ready_kinds"] == ["translation_mismatch"]
     assert row["training_ready_reason"].startswith("exchange 1: ")
@@ -373,7 +358,7 @@ def test_the_conversation_exports_as_on_the_native_route(stub_factory, proxy_fac
         root.mkdir()
         proxy_kw = {"record_dir": root / "records", "messages_route": route}
         _messages_rollout(stub_factory, proxy_factory, root, stream=True, **proxy_kw)
-        _result(root / "records", "m1")
+        write_result(root / "records", "m1")
         row = export_one_and_validate(root / "records", root / "out")
         got[route] = (row, _prime_sft_rows(root / "out"))
     (native, native_formats), (chat, chat_formats) = got["native"], got["chat"]
@@ -397,7 +382,7 @@ def test_the_token_samples_are_the_chat_exchanges_tokens(
 
     _messages_rollout(stub_factory, proxy_factory, tmp_path, stream)
     records = tmp_path / "records"
-    _result(records, "m1")
+    write_result(records, "m1")
     out = tmp_path / "out"
     done = cli("export", str(records), "--out", str(out), "--format", "tokens", "--format",
                "atif", timeout=120)  # fmt: skip
@@ -424,12 +409,12 @@ def test_a_changed_responses_id_is_caught(stub_factory, proxy_factory, tmp_path,
     """A Responses answer rebuilt with the recorded ids: one id changed in the log is found."""
     _responses_rollout(stub_factory, proxy_factory, stream)
     records = tmp_path / "records"
-    _result(records, "c1")
+    write_result(records, "c1")
 
     def change(out: dict) -> None:
         out["drawn"]["response_id"] = ["resp_0000000000000000"]
 
-    _rewrite(records / "c1" / "exchanges.jsonl", 1, "outcome", change)
+    rewrite_record(records / "c1" / "exchanges.jsonl", 1, "outcome", change)
     row = export_one_and_validate(records, tmp_path / "out")
     assert row["not_ready_kinds"] == ["translation_mismatch"]
     assert row["training_ready_reason"].startswith("exchange 1: the client's answer is not")

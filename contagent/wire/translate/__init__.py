@@ -10,7 +10,8 @@ Responses servers do, so the model sees the same prompt and the client the same 
 - :mod:`.anthropic_reply`: a chat completion -> a Messages response;
 - :mod:`.anthropic_events`: chat chunks -> Messages stream events, one chunk at a time;
 - :mod:`.responses_request`, :mod:`.responses_reply`, :mod:`.responses_events`: the same
-  for the Responses API.
+  for the Responses API;
+- :mod:`.error_answer`: the chat route's error answer -> the client's API's error.
 
 No IO, no logging, no clock except where vLLM itself draws an id or a timestamp; those are
 taken from callables the caller may pin. What a translation cannot carry faithfully

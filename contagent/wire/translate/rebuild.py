@@ -5,7 +5,9 @@ client's request and answer, and the chat request and answer (``upstream``), wit
 the translation drew at random (``drawn``). Running the same translation again over the
 recorded chat answer, with those values, must give exactly the answer the client got, and
 the client's request must translate to exactly the chat request sent (and a stream's
-recorded response must be its events reassembled). The raw log's reader
+recorded response must be its events reassembled). An upstream error answer likewise: the
+client's error must be the translation of the recorded upstream error, under its status
+(:mod:`contagent.wire.translate.error_answer`). The raw log's reader
 asks this of every translated exchange, for the exporter and the validator alike, so an
 exchange whose two sides disagree (a record changed, a translation changed since) makes its
 rollout not training-ready (``translation_mismatch``), naming the exchange.
@@ -18,13 +20,20 @@ from typing import Any
 import orjson
 
 from contagent import wire
+from contagent.rawlog.records import ERROR_VERSION
 from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
-from contagent.wire.translate.via_chat import TABLE, Drawn, TemplateDecisions, event_payload
+from contagent.wire.translate.via_chat import (
+    TABLE,
+    Drawn,
+    TemplateDecisions,
+    ViaChat,
+    event_payload,
+)
 
 #: the not-ready kind of an exchange whose client side is not the translation of its upstream
 PROBLEM = "translation_mismatch"
-#: outcomes whose answer a row may keep, and so must be sound
+#: outcomes whose answer a row may keep, and so must be sound (an error answer is checked too)
 _KEPT = frozenset({"completed", "incomplete"})
 _FAULTS = (Untranslatable, KeyError, TypeError, ValueError, AttributeError, IndexError)
 
@@ -39,12 +48,21 @@ def translation_problems(
         outcome = outcomes.get(index)
         if not isinstance(request.get("upstream"), dict) or outcome is None:
             continue
-        if outcome.get("outcome") not in _KEPT:
+        if outcome.get("outcome") not in _KEPT and not _error_answer(outcome):
             continue
         why = mismatch(request, outcome)
         if why is not None:
             found.append((PROBLEM, f"exchange {index}: {why}"))
     return found
+
+
+def _error_answer(outcome: dict[str, Any]) -> bool:
+    """The outcome is the upstream's error answer, made the client's (from log version 7;
+    before, the client got the upstream's as it was, and the log holds no upstream side)."""
+    if outcome.get("outcome") != "http_error" or outcome.get("status") is None:
+        return False  # a refusal: nothing went upstream
+    version = outcome.get("schema_version", 1)
+    return "upstream" in outcome or (isinstance(version, int) and version >= ERROR_VERSION)
 
 
 def _chunk(payload: Any) -> Any:
@@ -70,6 +88,8 @@ def mismatch(request: dict[str, Any], outcome: dict[str, Any]) -> str | None:
         return f"the client's request does not translate ({exc})"
     if chat != request["upstream"].get("body"):
         return "the chat request sent upstream is not the translation of the client's"
+    if outcome.get("outcome") == "http_error":
+        return _error_mismatch(via, outcome)
     answer = outcome.get("upstream")
     if not isinstance(answer, dict) or not isinstance(body, dict):
         return "no upstream answer is recorded"
@@ -96,4 +116,21 @@ def mismatch(request: dict[str, Any], outcome: dict[str, Any]) -> str | None:
         return "the client's answer is not the translation of the upstream answer"
     if drawn.values != recorded:
         return "the recorded drawn values are not those the answer holds"
+    return None
+
+
+def _error_mismatch(via: ViaChat, outcome: dict[str, Any]) -> str | None:
+    """Why the client's error is not the translation of the upstream's, or None."""
+    answer = outcome.get("upstream")
+    if not isinstance(answer, dict):
+        return "no upstream error answer is recorded"
+    status = outcome.get("status")
+    if outcome.get("client_status") != status:
+        return (
+            f"the client got status {outcome.get('client_status')}, the upstream answered {status}"
+        )
+    if not isinstance(status, int) or via.error(status, answer.get("response")) != outcome.get(
+        "response"
+    ):
+        return "the client's error is not the translation of the upstream's error"
     return None

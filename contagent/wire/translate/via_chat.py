@@ -24,6 +24,12 @@ from typing import Any, Protocol
 import orjson
 
 from contagent.wire.translate import Untranslatable
+from contagent.wire.translate.error_answer import (
+    anthropic_error,
+    messages_error,
+    openai_error,
+    responses_error,
+)
 
 # The translations themselves are imported on a route's first use: a proxy whose requests
 # take no token route never loads them (its start-up is measured).
@@ -105,6 +111,11 @@ class ViaChat(Protocol):
         """The client's error body for a request the translation refuses (status 400)."""
         ...
 
+    def error(self, status: int, body: Any) -> dict[str, Any]:
+        """The client's error for the upstream's error answer (status not 200; ``body``: the
+        answer parsed as JSON, None when it is not JSON), sent under the same status."""
+        ...
+
 
 class _MessagesAnswer:
     __slots__ = ("_events", "_sign")
@@ -149,8 +160,10 @@ class MessagesViaChat:
         return _MessagesAnswer(drawn)
 
     def refusal(self, message: str) -> bytes:
-        error = {"type": "invalid_request_error", "message": message}
-        return orjson.dumps({"type": "error", "error": error})
+        return orjson.dumps(anthropic_error("invalid_request_error", message))
+
+    def error(self, status: int, body: Any) -> dict[str, Any]:
+        return messages_error(status, body)
 
 
 def _known(decisions: TemplateDecisions, body: dict[str, Any]) -> None:
@@ -233,8 +246,10 @@ class ResponsesViaChat:
         return _ResponsesAnswer(ctx)
 
     def refusal(self, message: str) -> bytes:
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": 400}
-        return orjson.dumps({"error": error})
+        return orjson.dumps(openai_error(400, "invalid_request_error", message))
+
+    def error(self, status: int, body: Any) -> dict[str, Any]:
+        return responses_error(status, body)
 
 
 #: client API name (:data:`contagent.wire.TABLE`'s) -> how it is served from chat completions
