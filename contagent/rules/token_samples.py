@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from contagent import wire
 from contagent.rules.history import Problem
-from contagent.rules.policy_versions import StepVersions, step_versions, token_versions
+from contagent.rules.policy_versions import step_version, token_versions
 from contagent.rules.rl import model_kinds
 from contagent.rules.sampling import (
     GREEDY_BELOW,
@@ -70,8 +70,9 @@ class StepTokens:
     """The temperature the step was sampled at."""
     constrained: tuple[tuple[int, int], ...] = ()
     """Ranges ``[a, b)`` of the sampled tokens (0-based within them) a grammar constrained."""
-    versions: StepVersions = (None, None)
-    """The policy versions when its request went upstream and when it ended, if recorded."""
+    version: int | None = None
+    """The policy version it was sampled under (its request went upstream and it ended
+    under it), if recorded."""
 
 
 @dataclass(frozen=True)
@@ -175,9 +176,9 @@ def step_tokens(
     if not isinstance(found[0], list):
         return found
     prompt, sampled, logprobs = found
-    versions = step_versions(request, outcome, where)
-    if isinstance(versions[0], str):
-        return versions
+    version = step_version(request, outcome, where)
+    if isinstance(version, tuple):
+        return version
     sampling = sampling or step_sampling(request)
     kind = constraint(request.get("body"), sampling)  # the chat body: what was sampled
     calls = bool(tool_calls(step["response"])) if isinstance(step.get("response"), dict) else True
@@ -191,7 +192,7 @@ def step_tokens(
         logprobs=logprobs,
         temperature=sampling.temperature if sampling.temperature is not None else _NAN,
         constrained=constrained_ranges(kind, texts, len(sampled), calls),
-        versions=versions,
+        version=version,
     )
 
 
@@ -336,7 +337,8 @@ class SampleTokens:
     policy_versions: list[int] | None = None
     """Per token, the policy version of the step that added it; None when not recorded."""
     policy_spans: bool | None = None
-    """A step of the sample ended under a newer version than it started with."""
+    """A step of the sample ended under a newer version than it started with: never (such a
+    step gives no samples), so false where versions are recorded."""
 
 
 def sample_tokens(
@@ -359,7 +361,7 @@ def sample_tokens(
     logprobs = array("f", bytes(4 * n))
     temperatures = array("f", [_NAN]) * n
     marks = [False] * n
-    spans: list[tuple[int, int, StepVersions]] = []
+    spans: list[tuple[int, int, int | None]] = []
     start = 0
     for step in sample.steps:
         a = len(step.prompt)
@@ -370,11 +372,11 @@ def sample_tokens(
         if step.branch == sample.branch:
             mask[a:b] = [True] * (b - a)
             logprobs[a:b] = array("f", step.logprobs)
-        spans.append((start, b, step.versions))
+        spans.append((start, b, step.version))
         start = b
     if not train_constrained:
         mask = [m and not c for m, c in zip(mask, marks, strict=True)]
-    versions, spanning = token_versions(spans, n)
+    versions = token_versions(spans, n)
     value = array("f", [advantage])[0]
     advantages = [value if m else 0.0 for m in mask]
     return SampleTokens(
@@ -385,7 +387,7 @@ def sample_tokens(
         marks,
         advantages,
         versions,
-        spanning,
+        None if versions is None else False,
     )
 
 

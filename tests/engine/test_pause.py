@@ -19,7 +19,8 @@ from contagent.engine import Engine, EngineConfig, Group
 from contagent.rawlog.policy_journal import read_policy_journal
 from contagent.testing.inprocess import InProcessExecutor, agent_script
 from contagent.testing.llm_stub import LLMStub, Reply, RunningStub, start_stub_in_thread
-from tests.engine.test_engine import SAMPLING, run_config, step_versions
+from tests.engine.test_engine import SAMPLING, export_samples, run_config, step_versions
+from tests.helpers import read_rows
 
 
 class Upstream:
@@ -110,3 +111,42 @@ def test_no_request_is_upstream_across_a_version_change(
         ("version", 1, None), ("resume", None, 4),
     ]  # fmt: skip
     assert events[1].in_flight and events[1].in_flight > 0 and events[2].in_flight == 0
+
+
+def test_an_exchange_running_across_a_swap_without_a_pause_fails_closed(
+    tasks: Path, tmp_path: Path
+) -> None:
+    """The trainer swaps while a step is upstream (no pause): the step's request went up
+    under 0 and it ended under 1, so which weights sampled it is unknown, and its rollout
+    gives no samples, with the kind and the step named."""
+    engines: list[Engine] = []
+
+    def swap_mid_step(req: Any) -> Reply:
+        messages = req.json.get("messages", []) if isinstance(req.json, dict) else []
+        if engines and len(messages) == 1 and engines[0].policy_version == 0:
+            engines[0].set_policy_version(1)  # this request is upstream now
+        return agent_script(req)
+
+    stub = start_stub_in_thread(swap_mid_step, models=["m"])
+    logs = tmp_path / "logs"
+    config = EngineConfig(run=run_config(tasks, logs, stub, jobs=1), export=SAMPLING)
+
+    async def main() -> Group:
+        async with Engine(config, executor=partial(InProcessExecutor, steps=2)) as engine:
+            engines.append(engine)
+            await engine.submit(["a"], group_size=1)
+            return await engine.next_group()
+
+    try:
+        group = asyncio.run(main())
+    finally:
+        stub.stop()
+    (outcome,) = group.rollouts
+    assert step_versions(logs, "a") == [(0, 1), (1, 1)]
+    assert outcome.samples == [] and group.samples == []
+    assert outcome.no_samples is not None and "bad_tokens" in outcome.no_samples
+    exported = export_samples(logs, tmp_path / "out")  # the export judges it the same way
+    assert exported == {}
+    (row,) = read_rows(tmp_path / "out" / "results.jsonl")
+    assert row["tokens"]["kinds"] == ["bad_tokens"]
+    assert row["tokens"]["reason"].startswith("step 0: ran across a policy update (0 -> 1)")

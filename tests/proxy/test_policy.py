@@ -20,8 +20,9 @@ from contagent.proxy.policy_gate import PolicyGate
 from contagent.rawlog.read import read_exchanges
 from contagent.rawlog.records import BASE_VERSION, POLICY_VERSION
 from contagent.rawlog.result import RolloutResult
-from contagent.rules.policy_versions import step_versions, token_versions
+from contagent.rules.policy_versions import step_version, token_versions
 from contagent.testing.llm_stub import Reply, start_stub_in_thread
+from tests.helpers import read_rows
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 1.0}
 
@@ -79,7 +80,7 @@ def test_a_pause_swaps_versions_with_no_request_upstream(tmp_path: Path) -> None
     assert a_req["schema_version"] == POLICY_VERSION
 
 
-def test_a_step_spanning_an_update_carries_both_and_counts_as_the_older(
+def test_a_step_spanning_an_update_carries_both_and_gives_no_samples(
     tmp_path: Path,
 ) -> None:
     stub = start_stub_in_thread(lambda req: Reply(content="ok", delay=0.5), models=["m"])
@@ -102,9 +103,10 @@ def test_a_step_spanning_an_update_carries_both_and_counts_as_the_older(
         tmp_path / "out",
         ExportOptions(formats=("tokens",), filter="all", allow_raw_logprobs=True),
     )
-    (sample,) = pq.read_table(tmp_path / "out" / "tokens" / "data").to_pylist()
-    assert sample["policy_spans"] is True
-    assert set(sample["policy_versions"]) == {4}
+    assert pq.read_table(tmp_path / "out" / "tokens" / "data").num_rows == 0
+    (row,) = read_rows(tmp_path / "out" / "results.jsonl")
+    assert row["tokens"]["kinds"] == ["bad_tokens"]  # which weights sampled it is unknown
+    assert row["tokens"]["reason"].startswith("step 0: ran across a policy update (4 -> 5)")
 
 
 def test_a_held_request_whose_client_left_is_not_counted(tmp_path: Path) -> None:
@@ -162,16 +164,16 @@ def test_versions_only_go_forward() -> None:
         (-1, 0, "is not a version"),
         ("1", 1, "is not a version"),
         (3, 2, "went back"),
+        (2, 3, "ran across a policy update (2 -> 3)"),
     ],
 )
 def test_untrustworthy_step_versions_give_no_samples(start: Any, end: Any, problem: str) -> None:
-    found = step_versions({"policy_version": start}, {"policy_version": end}, "step 0")
-    assert found[0] == "bad_tokens" and problem in str(found[1])
+    found = step_version({"policy_version": start}, {"policy_version": end}, "step 0")
+    assert isinstance(found, tuple) and found[0] == "bad_tokens" and problem in found[1]
 
 
 def test_step_versions_are_read_and_laid_per_token() -> None:
-    assert step_versions({}, {}, "s") == (None, None)
-    assert step_versions({"policy_version": 2}, {"policy_version": 3}, "s") == (2, 3)
-    assert token_versions([(0, 3, (1, 1)), (3, 5, (2, 3))], 5) == ([1, 1, 1, 2, 2], True)
-    assert token_versions([(0, 2, (1, 1))], 2) == ([1, 1], False)
-    assert token_versions([(0, 2, (None, None)), (2, 3, (1, 1))], 3) == (None, None)
+    assert step_version({}, {}, "s") is None
+    assert step_version({"policy_version": 2}, {"policy_version": 2}, "s") == 2
+    assert token_versions([(0, 3, 1), (3, 5, 2)], 5) == [1, 1, 1, 2, 2]
+    assert token_versions([(0, 2, None), (2, 3, 1)], 3) is None

@@ -93,10 +93,11 @@ COLUMN_DOCS: dict[str, str] = {
     "num_tokens": "Length of token_ids.",
     "num_sampled": "Tokens with mask true.",
     "policy_versions": "Per token, the policy version its step was sampled under: the one "
-    "current when the step's request went upstream (the older one when the step spans a "
-    "weight update). Null when the log was recorded without versions (not by a rollout engine).",
+    "current when the step's request went upstream and when it ended (a step that ran across "
+    "a weight update gives its rollout no samples). Null when the log was recorded without "
+    "versions (not by a rollout engine).",
     "policy_spans": "A step of the sample ended under a newer policy version than it started "
-    "with (its tokens count as the older). Null without versions.",
+    "with: false, since such a step gives its rollout no samples. Null without versions.",
 }
 
 USAGE = """\
