@@ -28,7 +28,6 @@ from contagent.errors import ContagentError
 from contagent.proxy.addons import Flow, request_flow
 from contagent.proxy.recorder import verbatim
 from contagent.rawlog.records import UPSTREAM_ANSWER_FIELDS, outcome_record
-from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.via_chat import (
     TABLE,
@@ -36,7 +35,7 @@ from contagent.wire.translate.via_chat import (
     Drawn,
     TemplateDecisions,
     ViaChat,
-    event_payload,
+    client_stream,
 )
 
 if TYPE_CHECKING:
@@ -222,10 +221,8 @@ class Translation:
         out["upstream"] = side
         out["drawn"] = self.drawn.values
         if self.body is None and self.stream:  # a JSON answer to a stream request is a body
-            payloads = [event_payload(e) for e in self.events]
-            asm = StreamAssembler()
-            asm.feed_many(payloads)
-            out.update(response=asm.result(), stream_events=payloads, usage=asm.usage)
+            payloads, response, usage = client_stream(self.events)
+            out.update(response=response, stream_events=payloads, usage=usage)
         else:
             body = self.body
             out["response"] = body

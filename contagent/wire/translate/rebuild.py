@@ -21,14 +21,13 @@ import orjson
 
 from contagent import wire
 from contagent.rawlog.records import ERROR_VERSION
-from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.via_chat import (
     TABLE,
     Drawn,
     TemplateDecisions,
     ViaChat,
-    event_payload,
+    client_stream,
 )
 
 #: the not-ready kind of an exchange whose client side is not the translation of its upstream
@@ -100,12 +99,8 @@ def mismatch(request: dict[str, Any], outcome: dict[str, Any]) -> str | None:
         maker = via.client(body, drawn, request.get("server"), request.get("sampling"))
         events = answer.get("stream_events")
         if isinstance(events, list):  # the upstream streamed: so did the client's answer
-            rebuilt: Any = [event_payload(e) for p in events for e in maker.events(_chunk(p))]
-            asm = StreamAssembler()
-            asm.feed_many(rebuilt)
-            same = rebuilt == outcome.get("stream_events") and asm.result() == outcome.get(
-                "response"
-            )
+            rebuilt, whole, _ = client_stream(e for p in events for e in maker.events(_chunk(p)))
+            same = rebuilt == outcome.get("stream_events") and whole == outcome.get("response")
         else:
             if not isinstance(response, dict):
                 return "no upstream answer is recorded"

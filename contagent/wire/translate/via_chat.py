@@ -17,12 +17,13 @@ other.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
+from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.error_answer import (
     anthropic_error,
@@ -259,3 +260,12 @@ TABLE: dict[str, ViaChat] = {"messages": MessagesViaChat(), "responses": Respons
 def event_payload(event: bytes) -> str:
     """The ``data`` of one event the translation wrote (``event: ...\\ndata: {...}\\n\\n``)."""
     return event[event.index(b"data: ") + 6 : -2].decode()
+
+
+def client_stream(events: Iterable[bytes]) -> tuple[list[str], Any, Any]:
+    """A translated stream's client side as the outcome records it, from the events the
+    translation wrote: each event's data in order, the answer they reassemble to, its usage."""
+    payloads = [event_payload(e) for e in events]
+    asm = StreamAssembler()
+    asm.feed_many(payloads)
+    return payloads, asm.result(), asm.usage
