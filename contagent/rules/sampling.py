@@ -124,17 +124,26 @@ def step_sampling(request: dict[str, Any]) -> StepSampling:
     recorded = request.get("sampling")
     body = request.get("body")
     if isinstance(recorded, dict):
-        values: dict[str, Any] = dict.fromkeys(SAMPLING_KEYS)
-        sources: dict[str, str | None] = dict.fromkeys(SAMPLING_KEYS)
-        for key in SAMPLING_KEYS:
-            entry = recorded.get(key)
-            if isinstance(entry, dict) and _known(key, entry.get("value")):
-                values[key] = entry["value"]
-                source = entry.get("source")
-                sources[key] = source if isinstance(source, str) else None
+        values, sources = recorded_sampling(recorded)
     else:
         values, sources = _from_body(body if isinstance(body, dict) else {})
     return StepSampling(values, sources, mode if mode in LOGPROBS_MODES else None)
+
+
+def recorded_sampling(recorded: Any) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """The values and sources a request record's ``sampling`` holds, per key (None: unknown;
+    all unknown when ``recorded`` is no such record)."""
+    values: dict[str, Any] = dict.fromkeys(SAMPLING_KEYS)
+    sources: dict[str, str | None] = dict.fromkeys(SAMPLING_KEYS)
+    if not isinstance(recorded, dict):
+        return values, sources
+    for key in SAMPLING_KEYS:
+        entry = recorded.get(key)
+        if isinstance(entry, dict) and _known(key, entry.get("value")):
+            values[key] = entry["value"]
+            source = entry.get("source")
+            sources[key] = source if isinstance(source, str) else None
+    return values, sources
 
 
 def _strict_tools(body: dict[str, Any]) -> bool:

@@ -145,6 +145,8 @@ def test_responses_go_upstream_as_chat_and_export_token_samples(
     assert final.output_text == "done: 42" and final.status == "completed"
     # as vLLM echoes it: what the context leaves after the prompt
     assert final.max_output_tokens == VLLM["max_model_len"] - final.usage.input_tokens
+    # Codex sends no temperature: the echo is the one the request record says was sampled with
+    assert final.temperature == 0.7 and final.top_p == 1.0
     assert [r.path for r in stub.requests] == ["/v1/chat/completions"] * 2
     records = tmp_path / "records"
     req, out = exchanges(records, "c1")[1]

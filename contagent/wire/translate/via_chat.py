@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from contagent.rules.sampling import recorded_sampling
 from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.error_answer import (
@@ -211,17 +212,6 @@ class _ResponsesAnswer:
         return out
 
 
-def sampled_with(sampling: Any) -> dict[str, Any]:
-    """key -> value of a request record's ``sampling`` (the values the server sampled with)."""
-    if not isinstance(sampling, dict):
-        return {}
-    return {
-        k: v["value"]
-        for k, v in sampling.items()
-        if isinstance(v, dict) and v.get("value") is not None
-    }
-
-
 class ResponsesViaChat:
     """The OpenAI Responses API (Codex) from chat completions."""
 
@@ -241,7 +231,7 @@ class ResponsesViaChat:
             response_id=drawn.take("response_id", lambda: new_id("resp")),
             created_at=drawn.take("created_at", lambda: int(time.time())),
             max_model_len=length if isinstance(length, int) else None,
-            defaults=sampled_with(sampling),
+            defaults={k: v for k, v in recorded_sampling(sampling)[0].items() if v is not None},
             make_id=lambda prefix: drawn.take("id", lambda: new_id(prefix)),
         )
         return _ResponsesAnswer(ctx)
