@@ -367,7 +367,7 @@ class RecordingProxy:
                 index=index, rollout_id=rollout_id, time=received, method=req.method,
                 path=recorded_path, headers=safe, body=verbatim(body, parsed), body_text=body_text,
                 body_sha256=hashlib.sha256(body).hexdigest(), body_bytes=len(body),
-                stream=isinstance(parsed, dict) and parsed.get("stream") is True,
+                stream=sent.stream,
                 upstream_changes=changes, server=self.server,
                 **(flow.record if flow is not None else {}), **sent.record,
             )  # fmt: skip

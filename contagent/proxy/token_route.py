@@ -98,6 +98,8 @@ class Routed:
     #: why the translation refused it (one line), and the client's 400 body
     refusal: str | None = None
     refusal_body: bytes = b""
+    #: the client asked for a streamed answer
+    stream: bool = False
 
     @property
     def changed(self) -> bool:
@@ -136,19 +138,20 @@ def route_request(
     stream = isinstance(parsed, dict) and parsed.get("stream") is True
     api = wire.for_route(route) if isinstance(parsed, dict) and method == "POST" else None
     if api is None or not choice.via_chat(api.name, tokens):
-        return Routed(request_flow(parsed, route, stream, addons), raw, {})
+        return Routed(request_flow(parsed, route, stream, addons), raw, {}, stream=stream)
     via = TABLE[api.name]
     try:
         chat = via.request(parsed, TemplateDecisions.of_server(server))
     except Untranslatable as exc:
-        return Routed(None, raw, {}, refusal=str(exc), refusal_body=via.refusal(str(exc)))
+        return Routed(None, raw, {}, refusal=str(exc), refusal_body=via.refusal(str(exc)),
+                      stream=stream)  # fmt: skip
     up_path = route.rstrip("/").removesuffix(api.routes[0]) + wire.adapter(_CHAT).routes[0]
     flow = request_flow(chat, up_path, stream, addons)
     assert flow is not None  # a chat body on the chat route
     translation = Translation(via, parsed, stream)
     translation.start(server, flow.record.get("sampling"))
     return Routed(flow, up_path.encode("latin-1"), {"upstream": {"path": up_path, "body": chat}},
-                  translation)  # fmt: skip
+                  translation, stream=stream)  # fmt: skip
 
 
 class Translation:
