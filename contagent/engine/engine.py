@@ -163,6 +163,17 @@ class Engine:
             return
         executor.cancel(STOPPED)
         self.gate.resume()
+        # the close runs to its end even when this task is cancelled (a second Ctrl-C, a
+        # worker cancelling its loop): it waits for the rollouts' clean-up and their logs'
+        # compaction, which a cancelled wait would leave running, or never started
+        closing = asyncio.ensure_future(self._close(executor))
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await asyncio.wait({closing})
+            raise
+
+    async def _close(self, executor: RolloutExecutor) -> None:
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
         await asyncio.to_thread(executor.close)

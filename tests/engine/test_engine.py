@@ -249,3 +249,42 @@ def test_a_sample_with_no_token_to_train_is_counted_not_delivered(
     assert group.dropped_off_policy == 0  # not taken for samples whose version is unknown
     kept = asyncio.run(main(replace(SAMPLING, train_constrained=True), tmp_path / "kept"))
     assert len(kept.samples) == 2 and kept.dropped_untrainable == 0
+
+
+class _SlowClose(InProcessExecutor):
+    """Its close waits for the test's word: a stop is cancelled while it closes."""
+
+    release = threading.Event()
+    closed = threading.Event()
+
+    def close(self) -> None:
+        self.release.wait(30)
+        super().close()
+        self.closed.set()
+
+
+def test_a_cancelled_stop_still_closes_the_executor_before_it_ends(
+    tasks: Path, stub: RunningStub, tmp_path: Path
+) -> None:
+    """A task cancelled in the engine's stop (a worker cancelling its loop, a second
+    Ctrl-C) ends only once the executor closed: its rollouts cleaned up, their logs
+    compacted, nothing left running."""
+    config = EngineConfig(run=run_config(tasks, tmp_path / "logs", stub), export=SAMPLING)
+    _SlowClose.release.clear()
+    _SlowClose.closed.clear()
+
+    async def main() -> None:
+        engine = Engine(config, executor=_SlowClose)
+        await engine.start()
+        stopping = asyncio.create_task(engine.stop())
+        await asyncio.sleep(0)  # it runs up to its wait for the close
+        stopping.cancel()
+        for _ in range(3):  # the cancel is taken in the loop's next step
+            await asyncio.sleep(0)
+        assert not stopping.done()  # still waiting for the close
+        _SlowClose.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await stopping
+        assert _SlowClose.closed.is_set()
+
+    asyncio.run(main())
