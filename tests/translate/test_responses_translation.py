@@ -285,40 +285,21 @@ def test_a_chat_answer_becomes_vllms_responses_object() -> None:
             "completion_tokens_details": {"reasoning_tokens": 5},
         },
     }
-    out = to_responses_response(chat, context())
-    assert out["output"] == [
-        {
-            "id": "rs_0",
-            "summary": [],
-            "type": "reasoning",
-            "content": [{"text": "hm", "type": "reasoning_text"}],
-            "encrypted_content": None,
-            "status": None,
-        },
-        {
-            "id": "msg_1",
-            "content": [{"annotations": [], "text": "ok", "type": "output_text", "logprobs": None}],
-            "role": "assistant",
-            "status": "completed",
-            "type": "message",
-        },
-        {
-            "arguments": "{}",
-            "call_id": "c1",
-            "name": "read",
-            "type": "function_call",
-            "id": "fc_2",
-            "namespace": "mcp",
-            "status": "completed",
-        },
-        {
-            "call_id": "c2",
-            "input": "*** Begin",
-            "name": "apply_patch",
-            "type": "custom_tool_call",
-            "id": "ctc_3",
-        },
-    ]
+    out = to_responses_response(chat, context(temperature=0))
+    # byte for byte as vLLM 0.32 dumps the openai SDK's items (its answers to the tier's
+    # replay): a message's ``phase`` and a call's ``async`` and ``caller`` are null, not absent
+    assert json.dumps(out["output"]) == (
+        '[{"id": "rs_0", "summary": [], "type": "reasoning", "content": [{"text": "hm", '
+        '"type": "reasoning_text"}], "encrypted_content": null, "status": null}, '
+        '{"id": "msg_1", "content": [{"annotations": [], "text": "ok", "type": "output_text", '
+        '"logprobs": null}], "role": "assistant", "status": "completed", "type": "message", '
+        '"phase": null}, '
+        '{"arguments": "{}", "call_id": "c1", "name": "read", "type": "function_call", '
+        '"id": "fc_2", "async": null, "caller": null, "namespace": "mcp", "status": "completed"}, '
+        '{"call_id": "c2", "input": "*** Begin", "name": "apply_patch", '
+        '"type": "custom_tool_call", "id": "ctc_3", "async": null, "caller": null, '
+        '"namespace": null}]'
+    )
     assert (out["id"], out["created_at"], out["status"], out["incomplete_details"]) == (
         "resp_0",
         7,
@@ -330,12 +311,9 @@ def test_a_chat_answer_becomes_vllms_responses_object() -> None:
         and out["usage"]["output_tokens_details"]["reasoning_tokens"] == 5
     )
     assert out["usage"]["total_tokens"] == 120
-    assert (
-        out["temperature"],
-        out["top_p"],
-        out["max_output_tokens"],
-        out["parallel_tool_calls"],
-    ) == (1.0, 1.0, 1948, False)
+    # the client's temperature 0 comes back as vLLM's float, 0.0
+    assert json.dumps([out["temperature"], out["top_p"]]) == "[0.0, 1.0]"
+    assert (out["max_output_tokens"], out["parallel_tool_calls"]) == (1948, False)
     cut = to_responses_response(
         {**chat, "choices": [{**chat["choices"][0], "finish_reason": "length"}]},
         context(max_output_tokens=50),
@@ -406,15 +384,15 @@ def test_a_streamed_answer_gives_vllms_event_sequence() -> None:
         events[0]["response"]["status"] == "in_progress"
         and events[0]["response"]["max_output_tokens"] == 2000
     )
-    assert events[19]["item"] == {
-        "arguments": '{"command":1}',
-        "call_id": "c1",
-        "name": "shell",
-        "type": "function_call",
-        "id": "fc_2",
-        "namespace": None,
-        "status": "completed",
-    }
+    assert json.dumps(events[19]["item"]) == (
+        '{"arguments": "{\\"command\\":1}", "call_id": "c1", "name": "shell", '
+        '"type": "function_call", "id": "fc_2", "async": null, "caller": null, '
+        '"namespace": null, "status": "completed"}'
+    )
+    assert json.dumps(events[9]["item"]) == (
+        '{"id": "msg_1", "content": [], "role": "assistant", "status": "in_progress", '
+        '"type": "message", "phase": null}'
+    )
     final = events[-1]["response"]
     assert [i["type"] for i in final["output"]] == ["reasoning", "message", "function_call"]
     assert final["output"][0]["content"] == [{"text": "think", "type": "reasoning_text"}]

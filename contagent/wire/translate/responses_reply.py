@@ -97,7 +97,13 @@ def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
         "role": "assistant",
         "status": status,
         "type": "message",
+        "phase": None,
     }
+
+
+#: the call items' fields vLLM never sets, which its answers still carry as null (it dumps
+#: the openai SDK's models whole; the SDK vLLM 0.32 installs has them)
+_UNSET_CALL_FIELDS: dict[str, None] = {"async": None, "caller": None}
 
 
 def call_item(
@@ -112,6 +118,8 @@ def call_item(
             "name": flat,
             "type": "custom_tool_call",
             "id": item_id,
+            **_UNSET_CALL_FIELDS,
+            "namespace": None,
         }
     namespace, name = namespaced.get(flat, (None, flat))
     return {
@@ -120,6 +128,7 @@ def call_item(
         "name": name,
         "type": "function_call",
         "id": item_id,
+        **_UNSET_CALL_FIELDS,
         "namespace": namespace,
         "status": status,
     }
@@ -171,8 +180,11 @@ def usage(chat_usage: Any) -> dict[str, Any]:
 
 
 def _effective(ctx: ReplyContext, key: str, neutral: float) -> Any:
+    """A sampling value as vLLM echoes it: a float (its response model's type), so a
+    client's ``0`` comes back ``0.0``."""
     value = ctx.request.get(key)
-    return value if value is not None else ctx.defaults.get(key, neutral)
+    value = value if value is not None else ctx.defaults.get(key, neutral)
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _max_output_tokens(ctx: ReplyContext, prompt_tokens: int | None) -> int | None:
