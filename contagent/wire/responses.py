@@ -296,7 +296,9 @@ def normalise_exchanges(
                 (ITEM_PROBLEM, f"response {index}: output items not mapped: {', '.join(unknown)}")
             )
         rid = out.get("response", {}).get("id")
-        message = response["choices"][0]["message"] if "choices" in response else None
+        choices = response.get("choices") if isinstance(response, dict) else None
+        # a stream that carried only an error event assembles to a completion without choices
+        message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
         if isinstance(rid, str) and message is not None:
             by_id.setdefault(rid, (history, message))
     return problems

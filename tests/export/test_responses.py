@@ -181,6 +181,23 @@ def test_tools_kept_and_unioned_by_type_and_name() -> None:
     assert rules.tool_union([tools, [other]])[1] == ["namespace:agents"]
 
 
+def test_a_stream_that_carried_only_an_error_is_read_without_choices() -> None:
+    """What the proxy records when the server fails mid-request (a real vLLM whose engine
+    died sent one error event, no response): the reader keeps it as a completion without
+    choices, and a later request pointing at it is a broken chain, not a crash."""
+    error = {"type": "error", "code": None, "message": "EngineCore failed", "param": None}
+    asm = StreamAssembler()
+    asm.feed_many([orjson.dumps({**error, "sequence_number": 0}).decode()])
+    assert asm.result()["choices"] == []
+    req0, out0 = _exchange(0, {"model": "m", "input": "x"}, asm.result())
+    req1, out1 = _exchange(1, {"model": "m", "input": "y", "previous_response_id": "r"}, {})
+    problems = normalise_exchanges({0: req0, 1: req1}, {0: out0, 1: out1})
+    assert out0["response"]["choices"] == []
+    assert problems == [
+        ("responses_chain", "request 1: previous_response_id 'r' is not in this raw log")
+    ]
+
+
 def test_unknown_output_items_fail_closed() -> None:
     response = {"status": "completed", "output": [{"type": "web_search_call", "id": "ws_1"}]}
     req, out = _exchange(0, {"model": "m", "input": "x"}, response)
