@@ -20,11 +20,14 @@ context of 32768 tokens, :data:`MAX_MODEL_LEN`) answers them fast and alike on b
 
 The recorded headers (``anthropic-version``, ``anthropic-beta``, ``user-agent``, ...) are
 sent with each request as the agents sent them.
+
+:mod:`tests.vllm.route_cases` varies some of them (:meth:`Recorded.varied`: a tool choice,
+thinking off) so that the tiny model answers in text or calls a tool.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +53,16 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    #: the name of what :meth:`varied` changed ("": the request as recorded)
+    variant: str = ""
 
     @property
     def id(self) -> str:
-        return f"{self.agent}-turn{self.turn}"
+        return f"{self.agent}-turn{self.turn}" + (f"-{self.variant}" if self.variant else "")
+
+    def varied(self, variant: str, **change: Any) -> Recorded:
+        """The request with top-level fields set (a tool choice, thinking off), named."""
+        return replace(self, variant=variant, body={**self.body, **change})
 
     def ending(self, stop: str, limit: int) -> dict[str, Any]:
         """The body with a stop string and a higher token limit: a random model ends an answer

@@ -24,10 +24,15 @@ RANDOM = frozenset({"id", "signature", "created_at", "item_id", "call_id"})
 
 
 def masked(value: Any) -> Any:
+    """``value`` with :data:`RANDOM` fields masked and each float tagged as one: Python's
+    ``0 == 0.0`` would hide a ``0`` sent where vLLM sends ``0.0``, which a client reads as
+    another JSON text."""
     if isinstance(value, dict):
         return {k: ("<random>" if k in RANDOM and v else masked(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [masked(v) for v in value]
+    if isinstance(value, float):
+        return ("float", value)
     return value
 
 

@@ -33,12 +33,10 @@ from contagent.rawlog.read import read_exchanges
 from contagent.rules.sampling import constrained_ranges, constraint, sampled_texts, step_sampling
 from tests.vllm import trainer
 from tests.vllm.conversations import TOOLS, Chat, Meta, start
+from tests.vllm.trainer import GAP
 
 pytestmark = pytest.mark.vllm
 
-#: bf16 serving against an fp32 recompute differs by at most 0.25 on a free token (measured);
-#: a token a grammar or a processor shaped, by 0.6 to 18
-GAP = 0.5
 STOP = ["\n", ")", ".", "_"]
 _SCHEMA = {
     "type": "object",

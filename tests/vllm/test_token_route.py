@@ -16,6 +16,10 @@ A proxy with tokens on stands in front of it. For every request the agents sent
   string so that the random model's answers end, :meth:`Recorded.ending`), the proxy's
   rollouts export token samples whose logprobs a transformers recompute of the same weights
   matches, as for chat, and that the recompute read one position off does not.
+
+The same holds for variants of those requests in which the model answers in text or calls a
+tool, JSON and streamed (:mod:`tests.vllm.route_cases`); replayed as sent, their token
+samples mark ``constrained`` the steps a forced tool choice's grammar shaped, and only those.
 """
 
 from __future__ import annotations
@@ -39,11 +43,12 @@ from contagent.rawlog.read import read_exchanges
 from contagent.rawlog.result import RolloutResult
 from contagent.validate.check import validate
 from tests.helpers import read_rows
-from tests.vllm import agent_fixtures
+from tests.vllm import agent_fixtures, route_cases
 from tests.vllm import server as vllm_server
 from tests.vllm.agent_fixtures import Recorded
 from tests.vllm.conversations import MODEL, Meta
 from tests.vllm.replay import coalesced, masked, post, settled, sse, stream_events
+from tests.vllm.route_cases import summary
 
 pytestmark = pytest.mark.vllm
 
@@ -94,7 +99,8 @@ def route_proxy(scaled: httpx.Client, route_dir: Path) -> Iterator[RunningProxy]
 
 @dataclass
 class Replayed:
-    """One request's answers: vLLM's own route's and the proxy's, JSON and streamed."""
+    """One request's answers: vLLM's own route's and the proxy's, JSON and streamed
+    (``native`` ``{"refused": text}`` where vLLM's route answered the JSON request 400)."""
 
     rendered: list[int]
     native: dict[str, Any]
@@ -103,13 +109,21 @@ class Replayed:
     ours_stream: list[dict[str, Any]]
 
 
+def _native_json(scaled: httpx.Client, req: Recorded, body: dict[str, Any]) -> dict[str, Any]:
+    if req.id in route_cases.SHOWS and route_cases.SHOWS[req.id][0] is None:
+        resp = scaled.post(req.path, json=body, headers=req.headers)
+        assert resp.status_code == 400, resp.text[:500]
+        return {"refused": resp.text}
+    return post(scaled, req.path, body, req.headers)
+
+
 def _replay(scaled: httpx.Client, proxy: httpx.Client, req: Recorded) -> Replayed:
     body = {**req.body, "temperature": 0}
     route = req.path.split("?")[0]
     lone = {**body, "stream": False}
     return Replayed(
         rendered=post(scaled, route + "/render", body, req.headers)["token_ids"],
-        native=post(scaled, req.path, lone, req.headers),
+        native=_native_json(scaled, req, lone),
         ours=post(proxy, f"/r/{req.id}-json{req.path}", lone, req.headers),
         native_stream=stream_events(sse(scaled, req.path, body, req.headers)),
         ours_stream=stream_events(sse(proxy, f"/r/{req.id}-stream{req.path}", body, req.headers)),
@@ -118,16 +132,21 @@ def _replay(scaled: httpx.Client, proxy: httpx.Client, req: Recorded) -> Replaye
 
 @pytest.fixture(scope="module")
 def replayed(
-    scaled: httpx.Client, route_proxy: RunningProxy, route_dir: Path
+    scaled: httpx.Client, route_proxy: RunningProxy, route_dir: Path, meta: Meta
 ) -> Iterator[dict[str, Replayed]]:
-    """Every request replayed greedily both ways, then each conversation once more through
-    the proxy as the agent sent it (rollouts ``claude_code`` and ``codex``, in turn order)."""
+    """Every request and every variant (:mod:`tests.vllm.route_cases`) replayed greedily both
+    ways, then each conversation once more through the proxy as the agent sent it (rollouts
+    ``claude_code`` and ``codex``, in turn order) and each variant so (rollout: its id)."""
+    varied = route_cases.variants(meta)
     with httpx.Client(base_url=route_proxy.url, timeout=600) as proxy:
-        done = {req.id: _replay(scaled, proxy, req) for req in REQUESTS}
+        done = {req.id: _replay(scaled, proxy, req) for req in [*REQUESTS, *varied.values()]}
         for req in REQUESTS:
             sse(proxy, f"/r/{req.agent}{req.path}", req.ending(*ENDING), req.headers)
-    for rollout in [*(f"{r.id}-{kind}" for r in REQUESTS for kind in ("json", "stream")),
-                    "claude_code", "codex"]:  # fmt: skip
+        for req in varied.values():
+            body = route_cases.as_sent(req, *ENDING)
+            sse(proxy, f"/r/{req.id}{req.path}", body, req.headers)
+    for rollout in [*(f"{r}-{kind}" for r in done for kind in ("json", "stream")),
+                    "claude_code", "codex", *varied]:  # fmt: skip
         settled(RolloutPaths.for_rollout(route_dir, rollout).exchanges)
     yield done
 
@@ -151,16 +170,29 @@ def test_through_the_token_route_the_client_gets_what_vllms_own_route_sends(
     assert got.native["usage"]["input_tokens"] == len(got.rendered)  # no prefix cache
 
 
-def test_disabled_thinking_through_the_token_route_answers_as_vllms_messages_route(
-    scaled: httpx.Client, route_proxy: RunningProxy
+@pytest.mark.parametrize("rid", list(route_cases.SHOWS))
+def test_text_and_tool_calls_through_the_token_route_answer_as_vllms_own_routes(
+    replayed: dict[str, Replayed], route_dir: Path, rid: str
 ) -> None:
-    req = agent_fixtures.CLAUDE_CODE[1]
-    body = {**req.body, "temperature": 0, "thinking": {"type": "disabled"}, "stream": False}
-    native = post(scaled, req.path, body, req.headers)
-    with httpx.Client(base_url=route_proxy.url, timeout=600) as proxy:
-        ours = post(proxy, f"/r/thinking-off{req.path}", body, req.headers)
-    assert masked(ours) == masked(native)
-    assert [b["type"] for b in native["content"]] != ["thinking"]  # thinking is off
+    got = replayed[rid]
+    lone, streamed = route_cases.SHOWS[rid]
+    assert _prompt_ids(route_dir, f"{rid}-json") == [got.rendered]
+    assert _prompt_ids(route_dir, f"{rid}-stream") == [got.rendered]
+    assert masked(coalesced(got.ours_stream)) == masked(coalesced(got.native_stream))
+    assert summary(got.native_stream) == streamed  # the model called a tool, or wrote text
+    if lone is not None:
+        assert masked(got.ours) == masked(got.native)
+        assert summary(got.native) == lone
+        return
+    # vLLM's JSON route cannot answer a call whose arguments are no object (route_cases); the
+    # token route answers the call its stream holds, as vLLM's own stream does
+    assert route_cases.NATIVE_REFUSAL in got.native["refused"]
+    assert summary(got.ours) == streamed
+    sent = "".join(
+        e["delta"]["partial_json"] for e in got.native_stream
+        if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta"
+    )  # fmt: skip
+    assert [b["input"] for b in got.ours["content"]] == [json.loads(sent)]
 
 
 def _export_conversations(route_dir: Path, out: Path) -> list[dict[str, Any]]:
@@ -213,3 +245,53 @@ def test_the_agents_rollouts_export_token_samples_the_recompute_matches(
     print(f"recorded vs recompute: mean |diff| {mean:.3f}, one position off {shifted:.3f}")
     assert mean < AGREE_MAX
     assert shifted > SHIFTED_MIN
+
+
+def test_the_variants_token_samples_mark_constrained_what_the_grammar_shaped(
+    replayed: dict[str, Replayed], route_dir: Path, meta: Meta, tmp_path: Path
+) -> None:
+    """Each variant as sent (the server's default sampling): a forced tool choice's step is
+    marked ``constrained`` throughout, where the recompute finds tokens the grammar shaped,
+    and left out of ``mask``; a text answer's is not marked, and no token of it was shaped
+    (the criterion of tests/vllm/test_constraints.py)."""
+    from tests.vllm.trainer import GAP, recompute
+
+    rids = list(route_cases.SHOWS)
+    for rid in rids:
+        result = RolloutResult(
+            rollout_id=rid, experiment="agents-vllm", model=MODEL,
+            status="passed", passed=True, reward=1.0, stop_condition="finished",
+        )  # fmt: skip
+        RolloutPaths.for_rollout(route_dir, rid).result.write_text(result.model_dump_json())
+    runs = [RolloutPaths.for_rollout(route_dir, rid).root for rid in rids]
+    export(runs, tmp_path / "out", ExportOptions(formats=("tokens",), filter="all"))
+    rows = {r["rollout_id"]: r for r in read_rows(tmp_path / "out" / "results.jsonl")}
+    samples = {
+        r["rollout_id"]: r for r in pq.read_table(tmp_path / "out" / "tokens" / "data").to_pylist()
+    }
+    assert samples.keys() == set(rids)
+    seqs = []
+    for rid in rids:
+        tokens = rows[rid]["tokens"]
+        assert (tokens["kinds"], tokens["samples"]) == ([], [1]), tokens
+        (step,) = tokens["sampling"]
+        assert step["constraint"] == ("step" if rid in route_cases.FORCED else "none")
+        rec, (prompt,) = samples[rid], _prompt_ids(route_dir, rid)
+        sampled = range(len(prompt), len(rec["token_ids"]))
+        assert rec["token_ids"][: len(prompt)] == prompt and len(sampled) > 0
+        forced = rid in route_cases.FORCED
+        assert rec["constrained"] == [
+            forced and p in sampled for p in range(len(prompt) + len(sampled))
+        ]
+        assert rec["mask"] == [not forced and p in sampled for p in range(len(rec["mask"]))]
+        seqs.append((rec["token_ids"], list(sampled)))
+    for rid, (_, positions), values in zip(
+        rids, seqs, recompute(meta.model_dir, seqs), strict=True
+    ):
+        recorded = [samples[rid]["logprobs"][p] for p in positions]
+        gaps = [abs(a - b) for a, b in zip(recorded, values, strict=True)]
+        print(f"{rid}: {len(gaps)} sampled, largest gap {max(gaps):.2f}")
+        if rid in route_cases.FORCED:
+            assert max(gaps) > GAP, f"{rid}: marked constrained, but nothing was shaped: {gaps}"
+        else:
+            assert max(gaps) < GAP, f"{rid}: a token shaped in an unconstrained step: {gaps}"
