@@ -6,7 +6,12 @@ template, which re-renders earlier turns), and one with the proxy's ``chat_templ
 option set to trl's prefix-keeping Qwen3 training template. The tokens format then gives
 one sample per run of steps whose prompts extend each other. Measured with the tiny model:
 four plain answers give 4 samples without the template and 2 with it; an agent's loop of
-three forced calls gives 3 either way (each call's prompt still breaks the prefix).
+three forced calls gives 3 either way. No template can keep the prefix across a forced call
+on vLLM's chat route: the grammar of a named ``tool_choice`` is the tool's parameters
+schema (``required``'s an array of name and parameters objects), so the model samples the
+bare arguments, while every template renders the call in the history as its own text
+(Qwen3's: ``<tool_call>``, the name and the arguments, ``</tool_call>``).
+:func:`test_a_forced_call_is_sampled_bare_and_rendered_in_tool_call_tags` holds that.
 """
 
 from __future__ import annotations
@@ -92,3 +97,23 @@ def test_a_prefix_keeping_template_gives_fewer_samples(
     assert kept <= plain
     if name == "answers":
         assert kept < plain
+
+
+#: the tiny tokenizer's added token that opens a call in Qwen3's templates
+TOOL_CALL_ID = 2000
+
+
+def test_a_forced_call_is_sampled_bare_and_rendered_in_tool_call_tags(
+    templated: RunningProxy, meta: Meta, record_dir: Path
+) -> None:
+    rid = "chat_template_calls_tags"
+    _calls(Chat(templated.rollout_base_url(rid), meta, seed=3, temperature=1.0))
+    raw = read_exchanges(record_dir / rid / "exchanges.jsonl")
+    outcomes = [raw.outcomes[i]["tokens"] for i in sorted(raw.outcomes)]
+    assert len(outcomes) == 3
+    # the tools' instructions in the system turn show the tags too
+    shown = outcomes[0]["prompt_token_ids"].count(TOOL_CALL_ID)
+    for n, tokens in enumerate(outcomes):
+        # each earlier call is in this prompt inside <tool_call> tags; none was sampled so
+        assert tokens["prompt_token_ids"].count(TOOL_CALL_ID) == shown + n, n
+        assert TOOL_CALL_ID not in tokens["choices"][0]["token_ids"], n
