@@ -336,9 +336,6 @@ class SampleTokens:
     advantages: list[float]
     policy_versions: list[int] | None = None
     """Per token, the policy version of the step that added it; None when not recorded."""
-    policy_spans: bool | None = None
-    """A step of the sample ended under a newer version than it started with: never (such a
-    step gives no samples), so false where versions are recorded."""
 
 
 def sample_tokens(
@@ -387,7 +384,6 @@ def sample_tokens(
         marks,
         advantages,
         versions,
-        None if versions is None else False,
     )
 
 

@@ -4,10 +4,12 @@ Document folders (one JSON file per rollout) are checked by
 :mod:`contagent.validate.document_folders`; the rest of this module is about Parquet folders.
 
 For each format folder: its shard set is complete and readable, every shard has the
-format's schema and records the ``--filter`` the export used (read from the shards,
+format's schema at the records version it states (an older one's when the format's columns
+changed since) and records the ``--filter`` the export used (read from the shards,
 so the export's summary file is not needed), and the records are exactly those the
 format builds from the rows (one per branch of each selected row, or one per token
-sample), nothing else. A selected row the format leaves out (``unrenderable_tool``: the
+sample), nothing else: each column the format writes now is compared (a column an older
+version had and this one dropped is read, not compared: see the format's ``older_schemas``). A selected row the format leaves out (``unrenderable_tool``: the
 tools its model saw are not known) has no record there, and the export's summary counts
 exactly those rows per format and kind.
 """
@@ -30,6 +32,7 @@ from contagent.export.formats import (
     Format,
     format_of,
     format_version,
+    schema_at,
 )
 from contagent.export.formats.folder import read_dataset_folder
 from contagent.export.formats.rollout_data import RolloutData
@@ -153,15 +156,16 @@ def _check_folder(
         with pq.ParquetFile(shard) as parquet:  # not read_table: no pyarrow.dataset import
             table = parquet.read()
         name = f"{where}/{folder.relative(shard)}"
-        if format_of(table.schema) != fmt.name or not table.schema.equals(
-            fmt.schema, check_metadata=False
-        ):
+        if format_of(table.schema) != fmt.name:
             problems.append((None, f"{name}: not the {fmt.name} schema"))
             continue
         try:
-            format_version(table.schema, name)
+            version = format_version(table.schema, name)
         except ContagentError as exc:
             problems.append((None, str(exc)))
+            continue
+        if not table.schema.equals(schema_at(fmt, version), check_metadata=False):
+            problems.append((None, f"{name}: not the {fmt.name} schema of version {version}"))
             continue
         meta = table.schema.metadata or {}
         filters.add(meta.get(FILTER_KEY, b"").decode())

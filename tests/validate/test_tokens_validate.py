@@ -16,6 +16,7 @@ import contagent.export.formats.tokens_format as fmt
 from contagent.export.exporter import ExportOptions, export
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.tokens_format import sample_record
+from contagent.export.formats.version import SCHEMA_VERSION
 from contagent.rawlog.read import read_exchanges
 from contagent.rules import token_samples as rules
 from contagent.rules.groups import GroupFacts
@@ -156,10 +157,6 @@ def _claim_versions(records: list[dict[str, Any]]) -> None:
     rec["policy_versions"] = [0] * len(rec["token_ids"])
 
 
-def _claim_a_span(records: list[dict[str, Any]]) -> None:
-    _forked(records)["policy_spans"] = True
-
-
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
@@ -189,7 +186,6 @@ def _claim_a_span(records: list[dict[str, Any]]) -> None:
         (_foreign_rollout, "not selected"),
         (_wrong_reward, "reward differs"),
         (_claim_versions, "policy_versions differs"),
-        (_claim_a_span, "policy_spans differs"),
     ],
 )
 def test_a_changed_record_is_caught(
@@ -198,6 +194,34 @@ def test_a_changed_record_is_caught(
     _rewrite(exported, mutate)
     reasons = _reasons(exported)
     assert any(expected in r for r in reasons), reasons
+
+
+def _as_version(out: Path, version: int, spans: bool) -> None:
+    """Stamp the tokens shard with records version ``version``, with or without the
+    ``policy_spans`` column version 2 ended with (valued as version 2 wrote it)."""
+    shard = _shard(out)
+    table = pq.read_table(shard)
+    meta = {**table.schema.metadata, b"contagent.schema_version": str(version).encode()}
+    if spans:
+        versions = table.column("policy_versions").to_pylist()
+        values = pa.array([None if v is None else False for v in versions], pa.bool_())
+        table = table.append_column(pa.field("policy_spans", pa.bool_()), values)
+    pq.write_table(table.replace_schema_metadata(meta), shard)
+
+
+def test_a_folder_of_version_2_with_its_policy_spans_column_still_reads(exported: Path) -> None:
+    assert SCHEMA_VERSION > 2
+    _as_version(exported, 2, spans=True)
+    assert _reasons(exported) == []
+
+
+@pytest.mark.parametrize(("version", "spans"), [(2, False), (SCHEMA_VERSION, True)])
+def test_a_shard_without_its_version_s_columns_is_caught(
+    exported: Path, version: int, spans: bool
+) -> None:
+    _as_version(exported, version, spans)
+    reasons = _reasons(exported)
+    assert any(f"not the tokens schema of version {version}" in r for r in reasons), reasons
 
 
 def _mutate_row(out: Path, rid: str, change: Callable[[dict[str, Any]], None]) -> list[str]:

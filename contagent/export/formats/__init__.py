@@ -8,6 +8,7 @@ is one new module and one line in :data:`FORMATS` or :data:`DOCUMENT_FORMATS`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -38,6 +39,9 @@ class Format(Protocol):
     title: str
     """The dataset card's title."""
     schema: pa.Schema
+    older_schemas: Mapping[int, pa.Schema]
+    """The schema of each older records version (:data:`SCHEMA_VERSION`) whose columns
+    differ from ``schema``: a folder of that version has it."""
     column_docs: dict[str, str]
     column_notes: str
     usage: str
@@ -105,6 +109,11 @@ def format_version(schema: pa.Schema, where: str) -> int:
     raw = (schema.metadata or {}).get(b"contagent.schema_version", b"")
     value: object = int(raw) if raw.isdigit() else raw.decode(errors="replace")
     return check_version(value, SCHEMA_VERSION, where)
+
+
+def schema_at(fmt: Format, version: int) -> pa.Schema:
+    """The schema ``fmt``'s shards have at records version ``version``."""
+    return fmt.older_schemas.get(version, fmt.schema)
 
 
 def format_of(schema: pa.Schema) -> str | None:

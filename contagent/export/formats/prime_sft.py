@@ -10,6 +10,8 @@ read the ``Json`` feature.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -166,6 +168,7 @@ class PrimeSft(SftBranches):
     name = "prime-sft"
     title = "contagent Prime-SFT"
     schema = PRIME_SFT_SCHEMA
+    older_schemas: Mapping[int, pa.Schema] = MappingProxyType({})  # one shape throughout
     column_docs = COLUMN_DOCS
     usage = USAGE
     about = ABOUT

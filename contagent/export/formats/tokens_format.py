@@ -8,6 +8,7 @@ the position it reported: see :mod:`contagent.rules.token_samples` for how sampl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -49,10 +50,20 @@ TOKENS_SCHEMA = pa.schema(
         pa.field("num_tokens", pa.int32(), nullable=False),
         pa.field("num_sampled", pa.int32(), nullable=False),
         pa.field("policy_versions", pa.list_(pa.int32())),
-        pa.field("policy_spans", pa.bool_()),
     ],
     metadata=schema_metadata("tokens"),
 )
+
+#: The schema of each older version of the records whose tokens columns differ from
+#: :data:`TOKENS_SCHEMA`, so that a folder written then still reads. Version 2 ends with
+#: ``policy_spans`` (bool): a step of the sample ended under a newer policy version than it
+#: started with. Such a step gives its rollout no samples (``bad_tokens``), so the column
+#: could only be false or null, and version 3 dropped it. validate reads it without comparing
+#: it: a true one came from such a step, so that rollout's row and records already differ
+#: from their rebuild.
+OLDER_TOKENS_SCHEMAS: Mapping[int, pa.Schema] = {
+    2: TOKENS_SCHEMA.append(pa.field("policy_spans", pa.bool_())),
+}
 
 COLUMN_DOCS: dict[str, str] = {
     "token_ids": "The sample's tokens: its last step's prompt token ids followed by the ids "
@@ -96,8 +107,6 @@ COLUMN_DOCS: dict[str, str] = {
     "current when the step's request went upstream and when it ended (a step that ran across "
     "a weight update gives its rollout no samples). Null when the log was recorded without "
     "versions (not by a rollout engine).",
-    "policy_spans": "A step of the sample ended under a newer policy version than it started "
-    "with: false, since such a step gives its rollout no samples. Null without versions.",
 }
 
 USAGE = """\
@@ -169,7 +178,6 @@ def sample_record(
         "num_tokens": len(tokens.token_ids),
         "num_sampled": sum(tokens.mask),
         "policy_versions": tokens.policy_versions,
-        "policy_spans": tokens.policy_spans,
     }
 
 
@@ -187,6 +195,7 @@ class Tokens:
     name = "tokens"
     title = "contagent tokens (RL)"
     schema = TOKENS_SCHEMA
+    older_schemas = OLDER_TOKENS_SCHEMAS
     column_docs = COLUMN_DOCS
     usage = USAGE
     about = ABOUT

@@ -9,6 +9,8 @@ and lists, each with its own keys (never another call's or tool's keys as nulls)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -112,6 +114,7 @@ class Trl(SftBranches):
     name = "trl"
     title = "contagent TRL"
     schema = TRL_SCHEMA
+    older_schemas: Mapping[int, pa.Schema] = MappingProxyType({})  # one shape throughout
     column_docs = COLUMN_DOCS
     usage = USAGE
     about = ABOUT
