@@ -26,8 +26,10 @@ from typing import Protocol, cast
 
 import httptools
 
-from contagent.proxy.http1 import NO_BODY_STATUS, Limits, error_body, header_tokens, response_head
+from contagent import wire
+from contagent.proxy.http1 import NO_BODY_STATUS, Limits, header_tokens, response_head
 from contagent.proxy.request import Request, Responder
+from contagent.wire import WireApi
 
 log = logging.getLogger(__name__)
 
@@ -298,8 +300,9 @@ class ClientConnection(asyncio.Protocol):
         self.keep_alive = False  # a response in flight closes the connection when it ends
         if not self.busy:
             self.busy = True  # nothing else may start on this connection
-            self.respond(status, [(b"Content-Type", b"application/json")],
-                         error_body(status, message, kind))  # fmt: skip
+            # the shape of the API whose route the target names, when its head got that far
+            route = self._url.partition(b"?")[0].decode("latin-1").rstrip("/")
+            self.respond_error(status, message, kind, wire.error_api(route))
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]], framing: bytes) -> bytes:
         if self.handler.stopping:
@@ -323,10 +326,13 @@ class ClientConnection(asyncio.Protocol):
                 self.transport.write(self._head(status, headers, framing) + body)
         self._finished()
 
-    def respond_error(self, status: int, message: str, kind: str = "upstream_error") -> None:
-        self.respond(
-            status, [(b"Content-Type", b"application/json")], error_body(status, message, kind)
-        )
+    def respond_error(
+        self, status: int, message: str, kind: str = "upstream_error", api: WireApi | None = None
+    ) -> None:
+        """Answer an error the proxy itself makes, in the shape of ``api``, the client's wire
+        API (None: the OpenAI shape)."""
+        body = (api or wire.error_api(None)).error_body(status, message, kind)
+        self.respond(status, [(b"Content-Type", b"application/json")], body)
 
     def start_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Send the head of a response whose body follows piece by piece."""

@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from contagent import wire
 from contagent.proxy.addons import ResponseWatch
 from contagent.proxy.downstream import ClientConnection
-from contagent.proxy.http1 import error_body, relayed_response_headers
+from contagent.proxy.http1 import relayed_response_headers
 from contagent.proxy.recorder import verbatim
 from contagent.proxy.stream_state import StreamState, is_end_event
 from contagent.proxy.upstream import UpstreamConnection
 from contagent.rawlog.records import completeness, outcome_record
+from contagent.wire import WireApi
 
 if TYPE_CHECKING:
     from contagent.proxy.token_route import Translation
@@ -63,7 +65,7 @@ class Exchange:
     """
 
     __slots__ = (
-        "body", "conn", "done", "first_byte", "gone", "head_only", "index", "marks", "out_headers", "proxy",
+        "api", "body", "conn", "done", "first_byte", "gone", "head_only", "index", "marks", "out_headers", "proxy",
         "recorded", "rollout_id", "sent_status", "started", "status", "stream", "translation",
         "upstream", "watch",
     )  # fmt: skip
@@ -77,8 +79,11 @@ class Exchange:
         head_only: bool = False,
         watch: ResponseWatch | None = None,
         translation: Translation | None = None,
+        api: WireApi | None = None,
     ) -> None:
         self.proxy = proxy
+        #: the client's wire API, whose shape the proxy's own errors take (None: OpenAI's)
+        self.api = wire.error_api(None) if api is None else api
         #: the token route's: the client's answer is made from the chat answer
         self.translation = translation
         #: an addon watches this exchange's response (token capture)
@@ -158,11 +163,12 @@ class Exchange:
 
     def _relay(self, state: StreamState, data: bytes) -> None:
         """A watched stream: each whole event goes on once the watch has seen and changed it."""
+        sent = state.sent()  # the client's events so far: this read's may be withheld
         out = state.relay(data)
         if state.events and is_end_event(state.events[-1]):
             self._record_stream(None)  # on disk before the client sees the end
             if not self.recorded:
-                self._withhold_end(True)
+                self._withhold_end(True, sent)
                 return
         if out:
             self.conn.send(out)
@@ -177,6 +183,7 @@ class Exchange:
                 rest = self.stream.close()[0]
                 if rest:
                     self.conn.send(rest)
+                self._fault_event()
                 self.conn.end()
             else:
                 self._withhold_end(self.stream.client_at_boundary())
@@ -187,13 +194,14 @@ class Exchange:
         self.sent_status = self.status
         parsed = self._record_body(data)
         if not self.recorded:
-            self.conn.respond_error(500, _UNRECORDED, "proxy_error")
+            self.conn.respond_error(500, _UNRECORDED, "proxy_error", self.api)
             return
         translation = self.translation
         if translation is not None and self.status == 200:
             if translation.body is None:  # the outcome says why: upstream_error
                 self.sent_status = 502
-                self.conn.respond_error(502, translation.fault or "no answer to translate")
+                fault = translation.fault or "no answer to translate"
+                self.conn.respond_error(502, fault, "upstream_error", self.api)
                 return
             data = orjson.dumps(translation.body)
         elif translation is not None:  # the upstream's error, made the client's
@@ -206,16 +214,27 @@ class Exchange:
             data = orjson.dumps(parsed)
         self.conn.respond(self.status, self.out_headers, data, self.head_only)
 
-    def _withhold_end(self, clean: bool) -> None:
+    def _fault_event(self) -> None:
+        """A translated stream whose chat answer could not be translated ends with an error
+        event: the client's stream is the proxy's making, cut where the translation failed."""
+        fault = self.translation.fault if self.translation is not None else None
+        if fault is not None and self.stream is not None:
+            sent = self.stream.sent()
+            self.conn.send(self.api.error_event(502, fault, "upstream_error", sent))
+
+    def _withhold_end(self, clean: bool, sent: int | None = None) -> None:
         """The stream's outcome is not on disk: the client must not see its end.
 
         ``clean``: what the client holds ends between events, so an error event can
         follow. Otherwise it may hold part of the end event, which anything sent after
-        would complete: cut the connection instead.
+        would complete: cut the connection instead. ``sent``: the events the client got,
+        when not all the stream's so far.
         """
         self._drop_upstream()  # nothing more may reach this client's connection
         if clean:
-            self.conn.send(b"data: " + error_body(500, _UNRECORDED, "proxy_error") + b"\n\n")
+            assert self.stream is not None
+            sent = self.stream.sent() if sent is None else sent
+            self.conn.send(self.api.error_event(500, _UNRECORDED, "proxy_error", sent))
             self.conn.end()
         else:
             self.conn.abort()
@@ -229,13 +248,14 @@ class Exchange:
         if state is None:  # the client has seen nothing yet
             self.sent_status = code
             self._record("upstream_error", message)
-            self.conn.respond_error(code, message)
+            self.conn.respond_error(code, message, "upstream_error", self.api)
             return
         # finish a half-sent event first so the error arrives as an event of its own
         sep = b"" if state.client_at_boundary() else b"\n\n"
         self._record_stream(message)
         rest = state.close()[0]
-        self.conn.send(sep + rest + b"data: " + error_body(code, message) + b"\n\n")
+        event = self.api.error_event(code, message, "upstream_error", state.sent())
+        self.conn.send(sep + rest + event)
         self.conn.end()
 
     # -- from the client connection and the proxy ------------------------------------

@@ -13,8 +13,6 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import orjson
-
 #: never forwarded on either hop (RFC 9110 7.6.1), nor anything a ``Connection`` header names
 HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization",
@@ -62,11 +60,6 @@ class Limits:
         for name in self.__dataclass_fields__:
             if getattr(self, name) <= 0:
                 raise ValueError(f"limit {name} must be positive")
-
-
-def error_body(status: int, message: str, kind: str = "upstream_error") -> bytes:
-    """An OpenAI-style error body."""
-    return orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
 
 
 def header_tokens(values: Iterable[bytes]) -> set[bytes]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from contagent import wire
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.proxy.addons import Hooks, ProxyAddon, make_addons
@@ -48,7 +49,7 @@ from contagent.proxy.request import Request
 from contagent.proxy.token_route import RouteChoice, check_route_mode, route_request
 from contagent.proxy.upstream import tls_context
 from contagent.rawlog.records import SAFE_HEADERS, request_record
-from contagent.wire import server_root
+from contagent.wire import WireApi, server_root
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,12 @@ def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IP
         return remote is not None and ipaddress.ip_address(remote) in network
     except ValueError:
         return False
+
+
+def _client_api(target: bytes) -> WireApi:
+    """The wire API of a request's target (a path with query), whose shape the proxy's own
+    errors to its client take."""
+    return wire.error_api(target.partition(b"?")[0].decode("latin-1").rstrip("/"))
 
 
 class RecordingProxy:
@@ -276,27 +283,32 @@ class RecordingProxy:
 
     def handle(self, conn: ClientConnection, req: Request) -> None:
         target = req.target
+        api = _client_api(target)  # the shape of the proxy's own errors to this client
         if not target.startswith(b"/r/"):
             conn.respond_error(
-                404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found"
+                404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found", api
             )
             return
         rid, sep, tail = target[3:].partition(b"/")
         rollout_id = rid.decode("latin-1")
         if not sep:
-            conn.respond_error(404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found")
+            conn.respond_error(
+                404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found", api
+            )
             return
         if self._only_rollout is not None and rollout_id != self._only_rollout:
-            conn.respond_error(403, "this proxy records another rollout", "permission_error")
+            conn.respond_error(403, "this proxy records another rollout", "permission_error", api)
             return
         if self._clients is not None and not _client_in(conn.peer, self._clients):
-            conn.respond_error(403, "this proxy does not serve your address", "permission_error")
+            conn.respond_error(
+                403, "this proxy does not serve your address", "permission_error", api
+            )
             return
         if rollout_id not in self.recorder.known:
             try:
                 safe_segment(rollout_id, "rollout id")
             except ContagentError as exc:
-                conn.respond_error(400, str(exc), "invalid_request_error")
+                conn.respond_error(400, str(exc), "invalid_request_error", api)
                 return
         path = b"/" + tail
         if self.late is not None and not self.late.decided:
@@ -322,7 +334,7 @@ class RecordingProxy:
         if conn.closed or self.stopping:
             self._left()
             if not conn.closed:
-                conn.respond_error(503, "the proxy is stopping", "proxy_error")
+                conn.respond_error(503, "the proxy is stopping", "proxy_error", _client_api(raw))
             return
         self._admit(conn, req, rollout_id, raw, held + 1)
 
@@ -380,17 +392,17 @@ class RecordingProxy:
                 recorder.release(rollout_id, index)
             log.error("%s", exc)
             self.record_errors.append(str(exc))
-            conn.respond_error(
-                500, f"contagent proxy could not record the request: {exc}", "proxy_error"
-            )
+            message = f"contagent proxy could not record the request: {exc}"
+            conn.respond_error(500, message, "proxy_error", _client_api(raw))
             return
         if sent.refusal is not None:  # recorded as refused, answered in one line
             self._left()
-            sent.refuse(conn, self.finish, record)
+            sent.refuse(conn, self.finish, record, _client_api(raw))
             return
         ex = Exchange(
             self, conn, rollout_id, index, head_only=req.method == "HEAD",
             watch=flow.watch if flow is not None else None, translation=sent.translation,
+            api=_client_api(raw),
         )  # fmt: skip
         conn.responder = ex
         self._inflight.add(ex)

@@ -126,6 +126,10 @@ class StreamState:
                 self.closed = (b"", tail)
         return self.closed
 
+    def sent(self) -> int:
+        """How many events the stream gave the client so far (parsed ones: all, once closed)."""
+        return len(self.translation.events) if self.translation is not None else len(self.events)
+
     def fields(self) -> tuple[dict[str, Any], str | None]:
         """Outcome fields of what arrived so far, and a fault found in it, if any."""
         tail = self.close()[1]

@@ -108,9 +108,10 @@ class Routed:
 
     def refuse(
         self, conn: ClientConnection, finish: Callable[[dict[str, Any]], bool],
-        request: dict[str, Any],
+        request: dict[str, Any], api: wire.WireApi,
     ) -> None:  # fmt: skip
-        """Record the refusal as the outcome of ``request`` (its record), then answer 400."""
+        """Record the refusal as the outcome of ``request`` (its record), then answer 400
+        (an error in the shape of ``api``, the client's, when the record cannot be written)."""
         outcome = outcome_record(
             index=request["index"], rollout_id=request["rollout_id"], outcome="http_error",
             status=None, client_status=400, started=request["time"], ended=time.time(),
@@ -119,7 +120,8 @@ class Routed:
         if finish(outcome):
             conn.respond(400, [(b"Content-Type", b"application/json")], self.refusal_body)
         else:
-            conn.respond_error(500, "contagent proxy could not record the refusal", "proxy_error")
+            message = "contagent proxy could not record the refusal"
+            conn.respond_error(500, message, "proxy_error", api)
 
 
 def route_request(

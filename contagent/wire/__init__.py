@@ -125,6 +125,17 @@ class WireApi(Protocol):
         that rendering is not known."""
         ...
 
+    def error_body(self, status: int, message: str, kind: str) -> bytes:
+        """The JSON body of an error the proxy itself answers a client of this API with
+        ``status`` (``kind``: the proxy's name for it, the OpenAI shape's ``type``);
+        :mod:`contagent.wire.error_shapes` builds it."""
+        ...
+
+    def error_event(self, status: int, message: str, kind: str, sent: int) -> bytes:
+        """The bytes of the event that ends a stream of this API the proxy cuts with an
+        error, after ``sent`` events the client got."""
+        ...
+
 
 _LOADED: dict[str, WireApi] = {}
 
@@ -175,6 +186,13 @@ def generation_api(path: Any) -> WireApi | None:
     """The adapter of ``path`` when its exchanges are generations, else None."""
     api = for_path(path)
     return api if api is not None and api.generation else None
+
+
+def error_api(route: str | None) -> WireApi:
+    """The adapter whose error shape a client of ``route`` (a path without its query
+    string) gets: its API's, else the OpenAI shape of the chat API."""
+    api = for_route(route) if route is not None else None
+    return api if api is not None else adapter("chat")
 
 
 def end_markers() -> tuple[bytes, ...]:

@@ -15,6 +15,7 @@ from typing import Any
 from contagent.wire import WireApi
 from contagent.wire.chat import COMPLETE_FINISH_REASONS, function_definition
 from contagent.wire.chat_stream import DONE
+from contagent.wire.error_shapes import proxy_error, proxy_error_event
 
 #: the route, as the proxy's probes call it on the server
 ROUTE = "/v1/chat/completions"
@@ -77,6 +78,12 @@ class ChatAdapter:
 
     def render_tool(self, tool: dict[str, Any], model: Any) -> list[dict[str, Any]] | None:
         return None
+
+    def error_body(self, status: int, message: str, kind: str) -> bytes:
+        return proxy_error(status, message, kind)
+
+    def error_event(self, status: int, message: str, kind: str, sent: int) -> bytes:
+        return proxy_error_event(status, message, kind)
 
 
 ADAPTER: WireApi = ChatAdapter()

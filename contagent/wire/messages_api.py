@@ -44,6 +44,7 @@ import orjson
 
 from contagent.wire import WireApi
 from contagent.wire.chat import canonical_arguments, route_ends_with
+from contagent.wire.error_shapes import messages_error_event, messages_proxy_error
 from contagent.wire.messages_stream import END_EVENT, EVENTS, MessageStream
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.anthropic_request import merged_system
@@ -347,6 +348,12 @@ class MessagesAdapter:
 
     def render_tool(self, tool: dict[str, Any], model: Any) -> list[dict[str, Any]] | None:
         return None
+
+    def error_body(self, status: int, message: str, kind: str) -> bytes:
+        return messages_proxy_error(status, message)
+
+    def error_event(self, status: int, message: str, kind: str, sent: int) -> bytes:
+        return messages_error_event(status, message)
 
 
 ADAPTER: WireApi = MessagesAdapter()

@@ -38,6 +38,7 @@ from typing import Any
 
 from contagent.wire import WireApi, responses_tools
 from contagent.wire.chat import route_ends_with
+from contagent.wire.error_shapes import proxy_error, responses_error_event
 from contagent.wire.responses_tools import namespaced_name
 
 #: how the Responses API's route ends
@@ -385,6 +386,12 @@ class ResponsesAdapter:
 
     def render_tool(self, tool: dict[str, Any], model: Any) -> list[dict[str, Any]] | None:
         return responses_tools.render_tool(tool, model)
+
+    def error_body(self, status: int, message: str, kind: str) -> bytes:
+        return proxy_error(status, message, kind)
+
+    def error_event(self, status: int, message: str, kind: str, sent: int) -> bytes:
+        return responses_error_event(message, kind, sent)
 
 
 ADAPTER: WireApi = ResponsesAdapter()

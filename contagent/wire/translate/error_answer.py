@@ -19,27 +19,7 @@ from __future__ import annotations
 import http
 from typing import Any
 
-#: Anthropic's documented error type of each status it names
-ANTHROPIC_TYPES: dict[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-
-
-def anthropic_error(kind: str, message: str) -> dict[str, Any]:
-    """An error body in Anthropic's shape."""
-    return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def openai_error(status: int, kind: str, message: str) -> dict[str, Any]:
-    """An error body in the OpenAI shape, as vLLM writes it."""
-    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+from contagent.wire.error_shapes import anthropic_error, anthropic_type, openai_error
 
 
 def upstream_error(body: Any) -> tuple[str | None, str] | None:
@@ -61,9 +41,7 @@ def unreadable(status: int) -> str:
 def messages_error(status: int, body: Any) -> dict[str, Any]:
     """The Messages client's error for the upstream's error ``body`` (parsed JSON, or None)."""
     read = upstream_error(body)
-    fallback = ANTHROPIC_TYPES.get(
-        status, "api_error" if status >= 500 else "invalid_request_error"
-    )
+    fallback = anthropic_type(status)
     if read is None:
         return anthropic_error(fallback, unreadable(status))
     kind, message = read

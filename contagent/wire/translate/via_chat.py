@@ -24,14 +24,10 @@ from typing import Any, Protocol
 import orjson
 
 from contagent.rules.sampling import recorded_sampling
+from contagent.wire.error_shapes import anthropic_error, openai_error
 from contagent.wire.stream_fold import StreamAssembler
 from contagent.wire.translate import Untranslatable
-from contagent.wire.translate.error_answer import (
-    anthropic_error,
-    messages_error,
-    openai_error,
-    responses_error,
-)
+from contagent.wire.translate.error_answer import messages_error, responses_error
 
 # The translations themselves are imported on a route's first use: a proxy whose requests
 # take no token route never loads them (its start-up is measured).
