@@ -105,6 +105,7 @@ UNREADABLE = [
     (502, b"<html><body>Bad gateway</body></html>", "text/html"),
     (500, b'{"detail": "Internal Server Error"}', "application/json"),
     (503, b"", "application/json"),
+    (504, b"upstream request timeout", "text/plain"),
     (400, b'data: {"error": "not an event stream answer"}\n\n', "text/event-stream"),
 ]
 
@@ -125,11 +126,18 @@ def test_an_error_body_the_translation_cannot_read_is_one_line_naming_the_status
     assert _content_type(head) == b"application/json" and b"\n" not in payload
     line = f"the upstream answered HTTP {status} with no error message the proxy can read"
     if route == "/messages":
-        kind = "api_error" if status >= 500 else "invalid_request_error"
+        # Anthropic's documented type for the status, else its generic one for the class
+        kind = (
+            "timeout_error"
+            if status == 504
+            else "api_error"
+            if status >= 500
+            else "invalid_request_error"
+        )
         want: dict = {"type": "error", "error": {"type": kind, "message": line}}
     else:
         phrase = {502: "Bad Gateway", 500: "Internal Server Error", 503: "Service Unavailable",
-                  400: "Bad Request"}[status]  # fmt: skip
+                  400: "Bad Request", 504: "Gateway Timeout"}[status]  # fmt: skip
         want = {"error": {"message": line, "type": phrase, "param": None, "code": status}}
     assert payload == orjson.dumps(want)
     [(req, out)] = exchanges(tmp_path / "records", "r1")
