@@ -70,6 +70,15 @@ def _client_api(target: bytes) -> WireApi:
     return wire.error_api(target.partition(b"?")[0].decode("latin-1").rstrip("/"))
 
 
+#: the proxy's type of each status it refuses a request with (the OpenAI shape's ``type``)
+_DENIALS = {400: "invalid_request_error", 403: "permission_error", 404: "not_found"}
+
+
+def _deny(conn: ClientConnection, target: bytes, status: int, message: str) -> None:
+    """Refuse a request before it is recorded, in the shape of the API its target names."""
+    conn.respond_error(status, message, _DENIALS[status], _client_api(target))
+
+
 class RecordingProxy:
     """A server that forwards to ``upstream`` and records every exchange.
 
@@ -283,32 +292,25 @@ class RecordingProxy:
 
     def handle(self, conn: ClientConnection, req: Request) -> None:
         target = req.target
-        api = _client_api(target)  # the shape of the proxy's own errors to this client
         if not target.startswith(b"/r/"):
-            conn.respond_error(
-                404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)", "not_found", api
-            )
+            _deny(conn, target, 404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)")
             return
         rid, sep, tail = target[3:].partition(b"/")
         rollout_id = rid.decode("latin-1")
         if not sep:
-            conn.respond_error(
-                404, "nothing to forward: use /r/<rollout_id>/v1/...", "not_found", api
-            )
+            _deny(conn, target, 404, "nothing to forward: use /r/<rollout_id>/v1/...")
             return
         if self._only_rollout is not None and rollout_id != self._only_rollout:
-            conn.respond_error(403, "this proxy records another rollout", "permission_error", api)
+            _deny(conn, target, 403, "this proxy records another rollout")
             return
         if self._clients is not None and not _client_in(conn.peer, self._clients):
-            conn.respond_error(
-                403, "this proxy does not serve your address", "permission_error", api
-            )
+            _deny(conn, target, 403, "this proxy does not serve your address")
             return
         if rollout_id not in self.recorder.known:
             try:
                 safe_segment(rollout_id, "rollout id")
             except ContagentError as exc:
-                conn.respond_error(400, str(exc), "invalid_request_error", api)
+                _deny(conn, target, 400, str(exc))
                 return
         path = b"/" + tail
         if self.late is not None and not self.late.decided:
