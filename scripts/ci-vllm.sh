@@ -4,9 +4,10 @@
 #
 # The server's venv is heavy (about 3.4 GB), so it lives outside the clone, under
 # $CONTAGENT_CACHE (default /var/cache/contagent), keyed by a hash of
-# tests/vllm/requirements.txt; the tiny model and tokenizer are cached beside it, keyed by a
-# hash of the script that builds them. The tests themselves run in the project's venv and
-# start the server (and the transformers recompute) with the cached venv's Python.
+# tests/vllm/requirements.txt and constraints.txt (every package's version); the tiny model
+# and tokenizer are cached beside it, keyed by a hash of the script that builds them. The
+# tests themselves run in the project's venv and start the server (and the transformers
+# recompute) with the cached venv's Python.
 #   --install-only   build the venv and the model, run nothing (CI does this in the background)
 # Any other arguments go to pytest.
 set -euo pipefail
@@ -14,7 +15,8 @@ cd "$(dirname "$0")/.."
 
 cache="${CONTAGENT_CACHE:-/var/cache/contagent}"
 reqs=tests/vllm/requirements.txt
-key="$(sha256sum "$reqs" | cut -c1-16)"
+pins=tests/vllm/constraints.txt
+key="$(cat "$reqs" "$pins" | sha256sum | cut -c1-16)"
 venv="$cache/vllm-venv-$key"
 mkdir -p "$cache"
 
@@ -22,7 +24,7 @@ if [ ! -f "$venv/.complete" ]; then
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q -r "$reqs"
+    "$venv/bin/pip" install -q -r "$reqs" -c "$pins"
     # pip pulls CUDA-linked builds of these from PyPI; transformers' Qwen3 class then fails to
     # import (`operator torchvision::nms does not exist`). vLLM needs them only for
     # multimodal models.
