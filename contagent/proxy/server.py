@@ -27,10 +27,10 @@ from typing import Any
 
 import orjson
 
-from contagent import wire
 from contagent.errors import ContagentError
 from contagent.layout import safe_segment
 from contagent.proxy.addons import Hooks, ProxyAddon, make_addons
+from contagent.proxy.admission import Denial, admit, client_api
 from contagent.proxy.downstream import ClientConnection
 from contagent.proxy.exchange import Exchange
 from contagent.proxy.http1 import (
@@ -49,34 +49,12 @@ from contagent.proxy.request import Request
 from contagent.proxy.token_route import RouteChoice, check_route_mode, route_request
 from contagent.proxy.upstream import tls_context
 from contagent.rawlog.records import SAFE_HEADERS, request_record
-from contagent.wire import WireApi, server_root
+from contagent.wire import server_root
 
 log = logging.getLogger(__name__)
 
 _SAFE = {name.encode(): name for name in SAFE_HEADERS}
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-
-
-def _client_in(remote: str | None, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
-    try:
-        return remote is not None and ipaddress.ip_address(remote) in network
-    except ValueError:
-        return False
-
-
-def _client_api(target: bytes) -> WireApi:
-    """The wire API of a request's target (a path with query), whose shape the proxy's own
-    errors to its client take."""
-    return wire.error_api(target.partition(b"?")[0].decode("latin-1").rstrip("/"))
-
-
-#: the proxy's type of each status it refuses a request with (the OpenAI shape's ``type``)
-_DENIALS = {400: "invalid_request_error", 403: "permission_error", 404: "not_found"}
-
-
-def _deny(conn: ClientConnection, target: bytes, status: int, message: str) -> None:
-    """Refuse a request before it is recorded, in the shape of the API its target names."""
-    conn.respond_error(status, message, _DENIALS[status], _client_api(target))
 
 
 class RecordingProxy:
@@ -291,28 +269,11 @@ class RecordingProxy:
             self._drained.set()
 
     def handle(self, conn: ClientConnection, req: Request) -> None:
-        target = req.target
-        if not target.startswith(b"/r/"):
-            _deny(conn, target, 404, "use /r/<rollout_id>/v1/... (see contagent proxy --help)")
+        taken = admit(req.target, conn.peer, self._only_rollout, self._clients, self.recorder.known)
+        if isinstance(taken, Denial):
+            conn.respond_error(taken.status, taken.message, taken.kind, client_api(req.target))
             return
-        rid, sep, tail = target[3:].partition(b"/")
-        rollout_id = rid.decode("latin-1")
-        if not sep:
-            _deny(conn, target, 404, "nothing to forward: use /r/<rollout_id>/v1/...")
-            return
-        if self._only_rollout is not None and rollout_id != self._only_rollout:
-            _deny(conn, target, 403, "this proxy records another rollout")
-            return
-        if self._clients is not None and not _client_in(conn.peer, self._clients):
-            _deny(conn, target, 403, "this proxy does not serve your address")
-            return
-        if rollout_id not in self.recorder.known:
-            try:
-                safe_segment(rollout_id, "rollout id")
-            except ContagentError as exc:
-                _deny(conn, target, 400, str(exc))
-                return
-        path = b"/" + tail
+        rollout_id, path = taken.rollout_id, taken.path
         if self.late is not None and not self.late.decided:
             self.late.hold(lambda: self._admit(conn, req, rollout_id, path))
             return
@@ -336,7 +297,7 @@ class RecordingProxy:
         if conn.closed or self.stopping:
             self._left()
             if not conn.closed:
-                conn.respond_error(503, "the proxy is stopping", "proxy_error", _client_api(raw))
+                conn.respond_error(503, "the proxy is stopping", "proxy_error", client_api(raw))
             return
         self._admit(conn, req, rollout_id, raw, held + 1)
 
@@ -395,16 +356,16 @@ class RecordingProxy:
             log.error("%s", exc)
             self.record_errors.append(str(exc))
             message = f"contagent proxy could not record the request: {exc}"
-            conn.respond_error(500, message, "proxy_error", _client_api(raw))
+            conn.respond_error(500, message, "proxy_error", client_api(raw))
             return
         if sent.refusal is not None:  # recorded as refused, answered in one line
             self._left()
-            sent.refuse(conn, self.finish, record, _client_api(raw))
+            sent.refuse(conn, self.finish, record, client_api(raw))
             return
         ex = Exchange(
             self, conn, rollout_id, index, head_only=req.method == "HEAD",
             watch=flow.watch if flow is not None else None, translation=sent.translation,
-            api=_client_api(raw),
+            api=client_api(raw),
         )  # fmt: skip
         conn.responder = ex
         self._inflight.add(ex)
