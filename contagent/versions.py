@@ -13,8 +13,10 @@ the user to upgrade.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import Field
 
 from contagent.errors import ContagentError
@@ -46,3 +48,33 @@ def version_field(current: int, what: str) -> Any:
     """The ``schema_version`` field of a model whose kind is at version ``current``:
     written as ``current``, and every version up to it validates."""
     return Field(current, ge=1, le=current, description=f"{what} format version.")
+
+
+def read_optional(path: Path) -> bytes | None:
+    """The bytes of a record file, or None when there is none; one :class:`ContagentError`
+    line naming it when it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ContagentError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def versioned_object(
+    data: bytes, where: str, current: int, default: int | None = 1
+) -> dict[str, Any]:
+    """The JSON object ``data`` holds, through the version gate (:func:`check_version`; a
+    record without ``schema_version`` is version ``default``, None: it needs one).
+
+    Bytes that are not a JSON object raise one :class:`ContagentError` line starting with
+    ``where`` (the file, and line).
+    """
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ContagentError(f"{where}: malformed JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ContagentError(f"{where}: not a JSON object")
+    check_version(value.get("schema_version", default), current, where)
+    return value

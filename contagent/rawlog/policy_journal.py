@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
-from contagent.versions import check_version, version_field
+from contagent.versions import read_optional, version_field, versioned_object
 
 #: ``policy.jsonl``'s version; a line without one is version 1.
 POLICY_JOURNAL_VERSION = 1
@@ -91,12 +91,9 @@ def read_policy_journal(log_dir: Path) -> list[PolicyEvent] | None:
     newer contagent and :class:`ContagentError` (one line naming the file, line and field)
     for one that is not an event."""
     path = RunPaths(log_dir).policy_journal
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_optional(path)
+    if data is None:
         return None
-    except OSError as exc:
-        raise ContagentError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return [
         _event(line, f"{path}:{number}")
         for number, line in enumerate(data.splitlines(), 1)
@@ -105,13 +102,7 @@ def read_policy_journal(log_dir: Path) -> list[PolicyEvent] | None:
 
 
 def _event(line: bytes, where: str) -> PolicyEvent:
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ContagentError(f"{where}: malformed JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ContagentError(f"{where}: not a JSON object")
-    check_version(value.get("schema_version", 1), POLICY_JOURNAL_VERSION, where)
+    value = versioned_object(line, where, POLICY_JOURNAL_VERSION)
     try:
         return PolicyEvent.model_validate(value)
     except ValidationError as exc:

@@ -13,12 +13,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contagent.errors import ContagentError
 from contagent.rawlog.records import ServerInfo
-from contagent.versions import check_version, version_field
+from contagent.versions import read_optional, version_field, versioned_object
 
 #: ``result.json``'s version; 2 added ``server``, 3 the server's ``logprobs_mode``, 4 its
 #: ``inline_system``, 5 its ``thinking_off_effort`` and ``max_model_len``.
@@ -169,20 +168,8 @@ class RolloutResult(BaseModel):
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     """``result.json``'s object, through the version gate; None when there is none."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ContagentError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ContagentError(f"{path}: malformed JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ContagentError(f"{path}: result is not a JSON object")
-    check_version(value.get("schema_version", 1), RESULT_SCHEMA_VERSION, str(path))
-    return value
+    data = read_optional(path)
+    return None if data is None else versioned_object(data, str(path), RESULT_SCHEMA_VERSION)
 
 
 def load_result(path: Path) -> RolloutResult | None:

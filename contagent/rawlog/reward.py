@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contagent.errors import ContagentError
 from contagent.layout import RolloutPaths, safe_segment
-from contagent.versions import check_version, version_field
+from contagent.versions import read_optional, version_field, versioned_object
 
 #: ``reward.json``'s version
 REWARD_SCHEMA_VERSION = 1
@@ -118,19 +118,10 @@ def read_reward(rollout_dir: Path) -> RewardRecord | None:
     """``rollout_dir``'s reward.json, or None when there is none; raises
     :class:`ContagentError` for one that is malformed or from a newer contagent."""
     path = Path(rollout_dir) / REWARD_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_optional(path)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise ContagentError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ContagentError(f"{path}: malformed JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ContagentError(f"{path}: not a JSON object")
-    check_version(value.get("schema_version"), REWARD_SCHEMA_VERSION, str(path))
+    value = versioned_object(raw, str(path), REWARD_SCHEMA_VERSION, default=None)
     body = {k: v for k, v in value.items() if k != "schema_version"}
     try:
         post = parse_post(body)
