@@ -282,18 +282,37 @@ def test_a_route_mode_is_checked():
         check_route_mode("both", "--messages-route")
 
 
+def _text_of(event: str) -> str:
+    """The answer text a stream event adds (a chat chunk's or a Messages text delta's)."""
+    try:
+        data = orjson.loads(event)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    choices = data.get("choices") or [{}]
+    delta = data.get("delta") or choices[0].get("delta") or {}
+    return str(delta.get("content") or delta.get("text") or "")
+
+
+def _say_43(events: list[str]) -> None:
+    """Change the streamed answer's 42 to 43 where the text says it (an event's id or
+    timestamp may hold the digits too, and changing those would change no answer)."""
+    n = next(n for n, e in enumerate(events) if "42" in _text_of(e))
+    events[n] = events[n].replace("42", "43")
+    assert "43" in _text_of(events[n])
+
+
 def _client_side(out: dict) -> None:
     if out["stream_events"]:
-        n = next(n for n, e in enumerate(out["stream_events"]) if "42" in e)
-        out["stream_events"][n] = out["stream_events"][n].replace("42", "43")
+        _say_43(out["stream_events"])
     out["response"]["content"][-1]["text"] = "the answer is 43"
 
 
 def _upstream_side(out: dict) -> None:
     up = out["upstream"]
     if up["stream_events"]:
-        n = next(n for n, e in enumerate(up["stream_events"]) if "42" in e)
-        up["stream_events"][n] = up["stream_events"][n].replace("42", "43")
+        _say_43(up["stream_events"])
     up["response"]["choices"][0]["message"]["content"] = "the answer is 43"
 
 
