@@ -22,6 +22,7 @@ from contagent.rawlog.policy_journal import (
     read_policy_journal,
 )
 from contagent.versions import NewerVersionError
+from tests.strategies import json_values
 
 VERSION = {"schema_version": 1, "event": "version", "time": 1.5, "version": 2}
 PAUSE = {"schema_version": 1, "event": "pause", "time": 2.0, "in_flight": 3}
@@ -119,11 +120,7 @@ def test_what_is_appended_reads_back_as_written(fields: list[dict[str, Any]]) ->
         assert read_policy_journal(Path(tmp)) == (written or None)
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=10,
-)
+_json = json_values()
 _keys = st.sampled_from([*PolicyEvent.model_fields, "other"])
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from contagent.rawlog.resent import _NONCE, ResentHistory
 from contagent.rawlog.stream import line_blocks
+from tests.strategies import json_values
 
 Dump = Callable[[Any], bytes]
 SERIALISERS: dict[str, Dump] = {
@@ -202,17 +203,7 @@ def test_adversarial_lines_read_as_a_whole_parse_reads_them(line: bytes) -> None
     assert got == want
 
 
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=8),
-    lambda kids: (
-        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3)
-    ),
-    max_leaves=8,
-)
+JSON = json_values(max_leaves=8, text_size=8)
 EDITS = st.sampled_from(["append", "append", "append", "same", "drop", "edit", "new", "odd"])
 
 

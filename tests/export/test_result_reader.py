@@ -16,6 +16,7 @@ from contagent.errors import ContagentError
 from contagent.export.derive import RESULT_READ, read_result
 from contagent.rawlog.result import RESULT_SCHEMA_VERSION, RolloutResult, field_types, load_result
 from contagent.versions import NewerVersionError
+from tests.strategies import json_values
 
 
 def test_the_row_takes_from_result_json_only_fields_it_has():
@@ -71,11 +72,7 @@ def test_model_reader_names_the_field_it_refuses(tmp_path):
     assert got is not None and (got.status, got.reward) == ("passed", 1.0)
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=10,
-)
+_json = json_values()
 _keys = st.sampled_from([*RolloutResult.model_fields, "other"])
 
 

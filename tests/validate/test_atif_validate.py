@@ -22,6 +22,7 @@ from contagent.layout import ExportPaths, RolloutPaths
 from contagent.validate.check import validate
 from contagent.validate.document_folders import check_document_folder, differences
 from tests.helpers import read_rows
+from tests.strategies import json_values
 from tools.token_samples import build_token_rollout
 
 #: A main line with a side branch, parallel calls, reasoning, and a forked rollout
@@ -220,17 +221,7 @@ def test_differences_name_the_path() -> None:
     assert differences({}, {"a": 1}) == ["a"]
 
 
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+_JSON = json_values(max_leaves=20, max_size=4, text_size=8)
 
 
 def _index_like() -> st.SearchStrategy[Any]:
