@@ -23,11 +23,11 @@ from contagent.testing import stub_tokens
 from contagent.testing.players import any_agent, seen_secrets, thinking
 from contagent.testing.stub_server_info import VLLM_DEFAULTS
 from tests.e2e.helpers import MODEL
-from tests.helpers import cli, read_rows
+from tests.helpers import cli, cli_export_and_validate
 
 pytestmark = pytest.mark.docker
 
-#: each agent, the route it speaks, and what its later requests echo of a thinking answer
+#: each agent and the path of the API it speaks to the proxy
 AGENTS = {"claude-code": "/v1/messages?beta=true", "codex": "/v1/responses"}
 
 
@@ -122,14 +122,9 @@ def test_claude_code_and_codex_through_the_token_route_give_token_samples(
         _check_raw_log(agent, folder.raw_log)
 
     out = tmp_path / "export"
-    proc = cli("export", str(paths.rollouts_dir), "--out", str(out), "--filter", "all",
-               "--format", "tokens")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    rows = {row["rollout_id"]: row for row in read_rows(out / "results.jsonl")}
+    rows = cli_export_and_validate(paths.rollouts_dir, out, "tokens")
     for agent in AGENTS:
         row = rows[f"exp_001__{agent}"]
         assert row["training_ready"] is True, (agent, row["training_ready_reason"])
         assert row["tokens"]["kinds"] == [], (agent, row["tokens"]["reason"])
     _check_samples(out, rows)
-    proc = cli("validate", str(out / "results.jsonl"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
