@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from contagent.rawlog.read import read_exchanges
+from contagent.rawlog.read import RawRollout, read_exchanges
 
 #: Fields vLLM fills at random per answer, so the two routes cannot agree on them.
 RANDOM = frozenset({"id", "signature", "created_at", "item_id", "call_id"})
@@ -111,13 +111,13 @@ def coalesced(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def settled(log: Path, timeout_s: float = 30.0) -> None:
-    """Wait until every request of ``log`` has its outcome (the proxy writes it as the
-    exchange ends, which can be just after the client has the last byte)."""
+def settled(log: Path, timeout_s: float = 30.0) -> RawRollout:
+    """``log`` read once every request has its outcome (the proxy writes it as the exchange
+    ends, which can be just after the client has the last byte)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         raw = read_exchanges(log)
         if raw.requests and raw.requests.keys() == raw.outcomes.keys():
-            return
+            return raw
         time.sleep(0.1)
     raise AssertionError(f"{log}: requests without outcomes after {timeout_s} s")

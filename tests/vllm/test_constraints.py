@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,10 @@ import pytest
 
 from contagent.export.exporter import ExportOptions, export
 from contagent.rawlog import reward as reward_file
-from contagent.rawlog.read import read_exchanges
 from contagent.rules.sampling import constrained_ranges, constraint, sampled_texts, step_sampling
 from tests.vllm import trainer
 from tests.vllm.conversations import TOOLS, Chat, Meta, start
+from tests.vllm.replay import settled
 from tests.vllm.trainer import GAP
 
 pytestmark = pytest.mark.vllm
@@ -77,19 +76,9 @@ def _cases(meta: Meta) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def _settled(log: Path) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
-        raw = read_exchanges(log)
-        if raw.requests and raw.requests.keys() == raw.outcomes.keys():
-            return raw
-        assert time.monotonic() < deadline, f"{log}: a request without its outcome"
-        time.sleep(0.1)
-
-
 def _step(record_dir: Path, rid: str) -> tuple[str, list[tuple[int, int]], list[int], Any]:
     """(the rule's constraint, its marked ranges, the prompt ids, the sampled choice)."""
-    raw = _settled(record_dir / rid / "exchanges.jsonl")
+    raw = settled(record_dir / rid / "exchanges.jsonl")
     (index,) = raw.outcomes
     request, outcome = raw.requests[index], raw.outcomes[index]
     kind = constraint(request["body"], step_sampling(request))
@@ -162,7 +151,7 @@ def test_temperatures_hold_the_sampling_temperature(
     rid = f"temperature_{mode}"
     chat = Chat(proxy.rollout_base_url(rid), meta, seed=11, temperature=0.7)
     chat.ask(start(), end_bias=None, stop=STOP, max_tokens=24)
-    _settled(record_dir / rid / "exchanges.jsonl")
+    settled(record_dir / rid / "exchanges.jsonl")
     runs = tmp_path / "runs"
     shutil.copytree(record_dir / rid, runs / rid)
     reward_file.write_reward(runs / rid, reward_file.RewardPost(rollout_id=rid, reward=1.0))
