@@ -195,14 +195,19 @@ def test_text_and_tool_calls_through_the_token_route_answer_as_vllms_own_routes(
     assert [b["input"] for b in got.ours["content"]] == [json.loads(sent)]
 
 
-def _export_conversations(route_dir: Path, out: Path) -> list[dict[str, Any]]:
-    for agent in ("claude_code", "codex"):
+def _passed(route_dir: Path, rollouts: list[str]) -> list[Path]:
+    """The rollouts' folders, each given a passed ``result.json`` so that it exports."""
+    for rid in rollouts:
         result = RolloutResult(
-            rollout_id=agent, experiment="agents-vllm", model=MODEL,
+            rollout_id=rid, experiment="agents-vllm", model=MODEL,
             status="passed", passed=True, reward=1.0, stop_condition="finished",
         )  # fmt: skip
-        RolloutPaths.for_rollout(route_dir, agent).result.write_text(result.model_dump_json())
-    runs = [RolloutPaths.for_rollout(route_dir, a).root for a in ("claude_code", "codex")]
+        RolloutPaths.for_rollout(route_dir, rid).result.write_text(result.model_dump_json())
+    return [RolloutPaths.for_rollout(route_dir, rid).root for rid in rollouts]
+
+
+def _export_conversations(route_dir: Path, out: Path) -> list[dict[str, Any]]:
+    runs = _passed(route_dir, ["claude_code", "codex"])
     export(runs, out, ExportOptions(formats=("tokens",), filter="all"))
     report = validate(out / "results.jsonl")
     assert report.ok, report.violations
@@ -257,13 +262,7 @@ def test_the_variants_token_samples_mark_constrained_what_the_grammar_shaped(
     from tests.vllm.trainer import GAP, recompute
 
     rids = list(route_cases.SHOWS)
-    for rid in rids:
-        result = RolloutResult(
-            rollout_id=rid, experiment="agents-vllm", model=MODEL,
-            status="passed", passed=True, reward=1.0, stop_condition="finished",
-        )  # fmt: skip
-        RolloutPaths.for_rollout(route_dir, rid).result.write_text(result.model_dump_json())
-    runs = [RolloutPaths.for_rollout(route_dir, rid).root for rid in rids]
+    runs = _passed(route_dir, rids)
     export(runs, tmp_path / "out", ExportOptions(formats=("tokens",), filter="all"))
     rows = {r["rollout_id"]: r for r in read_rows(tmp_path / "out" / "results.jsonl")}
     samples = {
