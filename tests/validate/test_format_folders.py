@@ -223,13 +223,13 @@ def test_cli_writes_both_formats_and_refuses_bad_combinations(
 
 
 def test_a_shard_of_a_newer_records_version_is_a_violation(samples: Path, tmp_path: Path) -> None:
-    from contagent.export.formats.version import SCHEMA_VERSION
+    from contagent.export.formats.version import SCHEMA_VERSION, VERSION_KEY
 
     out = tmp_path / "out"
     export([samples], out, ExportOptions(filter="all"))
     shard = sorted((out / "prime-sft" / "data").glob("*.parquet"))[0]
     table = pq.read_table(shard)
-    meta = {**table.schema.metadata, b"contagent.schema_version": str(SCHEMA_VERSION + 1).encode()}
+    meta = {**table.schema.metadata, VERSION_KEY: str(SCHEMA_VERSION + 1).encode()}
     pq.write_table(table.replace_schema_metadata(meta), shard)
     reasons = [v.reason for v in validate(out / "results.jsonl").violations]
     assert any(f"schema_version {SCHEMA_VERSION + 1} is newer" in r for r in reasons), reasons

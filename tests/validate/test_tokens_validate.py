@@ -16,7 +16,7 @@ import contagent.export.formats.tokens_format as fmt
 from contagent.export.exporter import ExportOptions, export
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.tokens_format import sample_record
-from contagent.export.formats.version import SCHEMA_VERSION
+from contagent.export.formats.version import SCHEMA_VERSION, VERSION_KEY
 from contagent.rawlog.read import read_exchanges
 from contagent.rules import token_samples as rules
 from contagent.rules.groups import GroupFacts
@@ -201,7 +201,7 @@ def _as_version(out: Path, version: int, spans: bool) -> None:
     ``policy_spans`` column version 2 ended with (valued as version 2 wrote it)."""
     shard = _shard(out)
     table = pq.read_table(shard)
-    meta = {**table.schema.metadata, b"contagent.schema_version": str(version).encode()}
+    meta = {**table.schema.metadata, VERSION_KEY: str(version).encode()}
     if spans:
         versions = table.column("policy_versions").to_pylist()
         values = pa.array([None if v is None else False for v in versions], pa.bool_())

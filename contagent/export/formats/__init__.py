@@ -20,7 +20,7 @@ from contagent.export.formats.prime_sft import PrimeSft
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.tokens_format import Tokens
 from contagent.export.formats.trl import Trl
-from contagent.export.formats.version import SCHEMA_VERSION
+from contagent.export.formats.version import FORMAT_KEY, SCHEMA_VERSION, VERSION_KEY
 from contagent.versions import check_version
 
 FILTER_KEY = b"contagent.filter"
@@ -106,7 +106,7 @@ def _unknown(name: str) -> str:
 def format_version(schema: pa.Schema, where: str) -> int:
     """The records' version a Parquet file's schema metadata gives, through the one version
     gate (a newer one raises :class:`~contagent.versions.NewerVersionError`)."""
-    raw = (schema.metadata or {}).get(b"contagent.schema_version", b"")
+    raw = (schema.metadata or {}).get(VERSION_KEY, b"")
     value: object = int(raw) if raw.isdigit() else raw.decode(errors="replace")
     return check_version(value, SCHEMA_VERSION, where)
 
@@ -119,5 +119,5 @@ def schema_at(fmt: Format, version: int) -> pa.Schema:
 def format_of(schema: pa.Schema) -> str | None:
     """The format a Parquet file's schema metadata names, if any."""
     meta = schema.metadata or {}
-    value = meta.get(b"contagent.format")
+    value = meta.get(FORMAT_KEY)
     return value.decode() if value else None

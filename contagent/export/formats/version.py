@@ -9,7 +9,11 @@ from __future__ import annotations
 #: folder written then still reads.
 SCHEMA_VERSION = 3
 
+#: The Arrow schema metadata keys of a shard's format name and of its records' version.
+FORMAT_KEY = b"contagent.format"
+VERSION_KEY = b"contagent.schema_version"
 
-def schema_metadata(name: str) -> dict[str, str]:
+
+def schema_metadata(name: str) -> dict[bytes, str]:
     """A format's Arrow schema metadata: its name and the records' version."""
-    return {"contagent.format": name, "contagent.schema_version": str(SCHEMA_VERSION)}
+    return {FORMAT_KEY: name, VERSION_KEY: str(SCHEMA_VERSION)}
