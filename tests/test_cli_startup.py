@@ -155,19 +155,19 @@ def test_an_export_builds_no_pydantic_validator(tmp_path: Path) -> None:
     assert "plugins: False" in proc.stderr
 
 
-FAULTS = """
+# the first argument, "default", runs the command without the allocator's tuning
+FAULTS = (
+    """
 import resource, sys
 import contagent.cli._common as common
-if sys.argv[1] == "default":
+if sys.argv.pop(1) == "default":
     common.tune_allocator = lambda: None
-from contagent.cli import main
-sys.argv = ["contagent", *sys.argv[2:]]
-try:
-    main()
-except SystemExit:
-    pass
+"""
+    + RUN_CLI
+    + """
 print("faults:", resource.getrusage(resource.RUSAGE_SELF).ru_minflt, file=sys.stderr)
 """
+)
 
 
 @pytest.mark.skipif(not is_glibc(), reason="the allocator's thresholds are glibc's")
@@ -181,17 +181,7 @@ def test_export_reuses_the_memory_of_the_chunks_it_read(tmp_path: Path) -> None:
     faults = {}
     for mode in ("tuned", "default"):
         out = tmp_path / mode
-        cmd = [
-            sys.executable,
-            "-c",
-            FAULTS,
-            mode,
-            "export",
-            str(tmp_path / "runs"),
-            "--out",
-            str(out),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = probe(FAULTS, mode, "export", str(tmp_path / "runs"), "--out", str(out))
         assert (out / "results.jsonl").is_file(), proc.stderr
         faults[mode] = int(proc.stderr.rsplit("faults:", 1)[1])
     assert faults["default"] - faults["tuned"] > pages // 2, (faults, pages)
