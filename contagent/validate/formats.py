@@ -9,9 +9,10 @@ changed since) and records the ``--filter`` the export used (read from the shard
 so the export's summary file is not needed), and the records are exactly those the
 format builds from the rows (one per branch of each selected row, or one per token
 sample), nothing else: each column the format writes now is compared (a column an older
-version had and this one dropped is read, not compared: see the format's ``older_schemas``). A selected row the format leaves out (``unrenderable_tool``: the
-tools its model saw are not known) has no record there, and the export's summary counts
-exactly those rows per format and kind.
+version had and this one dropped is read, not compared: see the format's
+``older_schemas``). A selected row the format leaves out (``unrenderable_tool``: the tools
+its model saw are not known) has no record there, and the export's summary counts exactly
+those rows per format and kind.
 """
 
 from __future__ import annotations
