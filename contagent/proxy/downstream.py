@@ -27,6 +27,7 @@ from typing import Protocol, cast
 import httptools
 
 from contagent import wire
+from contagent.proxy.admission import client_api
 from contagent.proxy.http1 import NO_BODY_STATUS, Limits, header_tokens, response_head
 from contagent.proxy.request import Request, Responder
 from contagent.wire import WireApi
@@ -301,8 +302,7 @@ class ClientConnection(asyncio.Protocol):
         if not self.busy:
             self.busy = True  # nothing else may start on this connection
             # the shape of the API whose route the target names, when its head got that far
-            route = self._url.partition(b"?")[0].decode("latin-1").rstrip("/")
-            self.respond_error(status, message, kind, wire.error_api(route))
+            self.respond_error(status, message, kind, client_api(self._url))
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]], framing: bytes) -> bytes:
         if self.handler.stopping:
