@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -31,6 +31,10 @@ from contagent.wire.translate.error_answer import messages_error, responses_erro
 
 # The translations themselves are imported on a route's first use: a proxy whose requests
 # take no token route never loads them (its start-up is measured).
+if TYPE_CHECKING:
+    from contagent.wire.translate.anthropic_events import MessagesEvents
+    from contagent.wire.translate.responses_events import ResponsesEvents
+    from contagent.wire.translate.responses_reply import ReplyContext
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ class _MessagesAnswer:
         from contagent.wire.translate.anthropic_reply import new_signature
 
         self._sign: Callable[[], str] = lambda: drawn.take("signature", new_signature)
-        self._events: Any = None
+        self._events: MessagesEvents | None = None
 
     def reply(self, chat: dict[str, Any]) -> dict[str, Any]:
         from contagent.wire.translate.anthropic_reply import to_messages_response
@@ -134,8 +138,7 @@ class _MessagesAnswer:
             from contagent.wire.translate.anthropic_events import MessagesEvents
 
             self._events = MessagesEvents(self._sign)
-        out: list[bytes] = self._events.feed(chunk)
-        return out
+        return self._events.feed(chunk)
 
 
 class MessagesViaChat:
@@ -190,9 +193,9 @@ def _known(decisions: TemplateDecisions, body: dict[str, Any]) -> None:
 class _ResponsesAnswer:
     __slots__ = ("_ctx", "_events")
 
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx  # a ReplyContext
-        self._events: Any = None
+    def __init__(self, ctx: ReplyContext) -> None:
+        self._ctx = ctx
+        self._events: ResponsesEvents | None = None
 
     def reply(self, chat: dict[str, Any]) -> dict[str, Any]:
         from contagent.wire.translate.responses_reply import to_responses_response
@@ -204,8 +207,7 @@ class _ResponsesAnswer:
             from contagent.wire.translate.responses_events import ResponsesEvents
 
             self._events = ResponsesEvents(self._ctx)
-        out: list[bytes] = self._events.feed(chunk)
-        return out
+        return self._events.feed(chunk)
 
 
 class ResponsesViaChat:
