@@ -130,6 +130,22 @@ def raw_post(path: str, body: bytes, extra: str = "", version: str = "1.1") -> b
     ).encode() + body
 
 
+def post_answer(proxy: RunningProxy, route: str, body: Any) -> tuple[bytes, bytes]:
+    """The head and body (de-chunked) of the proxy's answer to ``body`` posted as JSON to
+    ``route`` of rollout r1, on a connection of its own, as bytes on the wire."""
+    request = raw_post(raw_address(proxy)[2] + route, orjson.dumps(body), "Connection: close\r\n")
+    head, _, payload = raw_exchange(proxy, request, timeout=20).partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in head.lower():
+        payload = dechunk(payload)
+    return head, payload
+
+
+def content_type(head: bytes) -> bytes:
+    """The ``Content-Type`` of a response head (exactly one must be there)."""
+    [line] = [h for h in head.split(b"\r\n") if h.lower().startswith(b"content-type:")]
+    return line.partition(b":")[2].strip()
+
+
 def dechunk(rest: bytes) -> bytes:
     """The payload of a chunked HTTP body."""
     data = b""

@@ -17,9 +17,10 @@ from contagent.wire.translate.rebuild import translation_problems
 from tests.helpers import free_port
 from tests.proxy.helpers import (
     CLIENT_KEY,
-    dechunk,
+    content_type,
     exchanges,
     fail_outcomes,
+    post_answer,
     raw_address,
     raw_exchange,
     raw_post,
@@ -50,19 +51,7 @@ def _proxy(proxy_factory, url: str, token_route: bool, **kw):
 
 
 def _post(proxy, route: str, stream: bool = False) -> tuple[bytes, bytes]:
-    """The head and body (de-chunked) of the proxy's answer, as bytes on the wire."""
-    path = raw_address(proxy)[2]
-    body = orjson.dumps({**BODIES[route], "stream": stream})
-    request = raw_post(path + route, body, "Connection: close\r\n")
-    head, _, payload = raw_exchange(proxy, request, timeout=20).partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in head.lower():
-        payload = dechunk(payload)
-    return head, payload
-
-
-def _content_type(head: bytes) -> bytes:
-    [line] = [h for h in head.split(b"\r\n") if h.lower().startswith(b"content-type:")]
-    return line.partition(b":")[2].strip()
+    return post_answer(proxy, route, {**BODIES[route], "stream": stream})
 
 
 def _body(route: str, status: int, message: str, kind: str, anthropic_kind: str) -> bytes:
@@ -99,7 +88,7 @@ def test_an_unreachable_upstream_is_a_502_in_the_client_s_shape(
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "upstream_error" and out["client_status"] == 502
     assert "unreachable" in out["error"] and out["response"] is None
-    assert head.startswith(b"HTTP/1.1 502 ") and _content_type(head) == b"application/json"
+    assert head.startswith(b"HTTP/1.1 502 ") and content_type(head) == b"application/json"
     assert payload == _body(route, 502, out["error"], "upstream_error", "api_error")
 
 
@@ -113,7 +102,7 @@ def test_an_upstream_timeout_is_a_504_in_the_client_s_shape(
     head, payload = _post(proxy, route)
     [(_, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "upstream_error" and out["client_status"] == 504
-    assert head.startswith(b"HTTP/1.1 504 ") and _content_type(head) == b"application/json"
+    assert head.startswith(b"HTTP/1.1 504 ") and content_type(head) == b"application/json"
     assert payload == _body(route, 504, out["error"], "upstream_error", "timeout_error")
 
 
@@ -129,7 +118,7 @@ def test_a_stream_cut_midway_ends_with_the_api_s_error_event(
     [(req, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "upstream_error" and "broke" in out["error"]
     assert out["client_status"] == 200 and head.startswith(b"HTTP/1.1 200 ")
-    assert _content_type(head).startswith(b"text/event-stream")
+    assert content_type(head).startswith(b"text/event-stream")
     sent = len(out["stream_events"])
     assert sent and "[DONE]" not in out["stream_events"]
     event = _event(route, 502, out["error"], "upstream_error", sent)
@@ -169,7 +158,7 @@ def test_an_answer_the_token_route_cannot_translate_is_an_error_in_the_client_s_
         assert payload.endswith(_event(route, 502, out["error"], "upstream_error", sent))
     else:
         assert head.startswith(b"HTTP/1.1 502 ") and out["client_status"] == 502
-        assert _content_type(head) == b"application/json"
+        assert content_type(head) == b"application/json"
         assert payload == _body(route, 502, out["error"], "upstream_error", "api_error")
 
 
@@ -186,7 +175,7 @@ def test_an_answer_that_cannot_be_recorded_is_a_500_in_the_client_s_shape(
     fail_outcomes(proxy, monkeypatch)
     head, payload = _post(proxy, route, stream)
     if not stream:
-        assert head.startswith(b"HTTP/1.1 500 ") and _content_type(head) == b"application/json"
+        assert head.startswith(b"HTTP/1.1 500 ") and content_type(head) == b"application/json"
         assert payload == _body(route, 500, UNRECORDED, "proxy_error", "api_error")
         return
     assert head.startswith(b"HTTP/1.1 200 ")
@@ -214,7 +203,7 @@ def test_the_proxy_s_refusals_take_the_client_s_shape(stub_factory, proxy_factor
         request = raw_post(target.decode(), data, "Connection: close\r\n")
         head, _, payload = raw_exchange(proxy, request).partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 %d " % status), (target, head)
-        assert _content_type(head) == b"application/json"
+        assert content_type(head) == b"application/json"
         error = orjson.loads(payload)["error"]
         message = error["message"]
         assert payload == _body(route, status, message, kind, anthropic_kind), target

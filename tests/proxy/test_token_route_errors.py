@@ -15,11 +15,10 @@ from contagent.testing.llm_stub import Error, Raw, Reply
 from contagent.wire.translate.rebuild import translation_problems
 from tests.proxy.helpers import (
     CLIENT_KEY,
+    content_type,
     exchanges,
     export_one_and_validate,
-    raw_address,
-    raw_exchange,
-    raw_post,
+    post_answer,
     rewrite_record,
     write_result,
 )
@@ -41,19 +40,6 @@ MESSAGES = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "conten
 RESPONSES = {"model": "m", "input": "hi"}
 
 
-def _exchange(proxy, route: str, body: dict) -> tuple[bytes, bytes]:
-    """The head and body of the proxy's answer, as bytes on the wire."""
-    path = raw_address(proxy)[2]
-    request = raw_post(path + route, orjson.dumps(body), "Connection: close\r\n")
-    head, _, payload = raw_exchange(proxy, request, timeout=20).partition(b"\r\n\r\n")
-    return head, payload
-
-
-def _content_type(head: bytes) -> bytes:
-    [line] = [h for h in head.split(b"\r\n") if h.lower().startswith(b"content-type:")]
-    return line.partition(b":")[2].strip()
-
-
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("status", "upstream_body"), [(400, TOO_LONG), (404, UNKNOWN_MODEL)])
 def test_a_messages_client_gets_the_upstream_error_in_anthropics_shape(
@@ -64,11 +50,11 @@ def test_a_messages_client_gets_the_upstream_error_in_anthropics_shape(
     no event stream."""
     stub = stub_factory([Error(status, upstream_body)])
     proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM))
-    head, payload = _exchange(proxy, "/messages", {**MESSAGES, "stream": stream})
+    head, payload = post_answer(proxy, "/messages", {**MESSAGES, "stream": stream})
     error = upstream_body["error"]
     want = {"type": "error", "error": {"type": error["type"], "message": error["message"]}}
     assert head.startswith(b"HTTP/1.1 %d " % status)
-    assert _content_type(head) == b"application/json"
+    assert content_type(head) == b"application/json"
     assert payload == orjson.dumps(want)
     assert [r.path for r in stub.requests] == ["/v1/chat/completions"]
     [(req, out)] = exchanges(tmp_path / "records", "r1")
@@ -92,8 +78,8 @@ def test_a_responses_client_gets_the_upstream_error_as_vllm_s_responses_route_se
     sent = orjson.dumps(TOO_LONG)
     stub = stub_factory([Error(400, sent)])
     proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM))
-    head, payload = _exchange(proxy, "/responses", {**RESPONSES, "stream": stream})
-    assert head.startswith(b"HTTP/1.1 400 ") and _content_type(head) == b"application/json"
+    head, payload = post_answer(proxy, "/responses", {**RESPONSES, "stream": stream})
+    assert head.startswith(b"HTTP/1.1 400 ") and content_type(head) == b"application/json"
     assert payload == sent
     [(req, out)] = exchanges(tmp_path / "records", "r1")
     assert out["outcome"] == "http_error" and (out["status"], out["client_status"]) == (400, 400)
@@ -111,19 +97,19 @@ UNREADABLE = [
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize(("status", "body", "content_type"), UNREADABLE)
+@pytest.mark.parametrize(("status", "body", "sent_type"), UNREADABLE)
 @pytest.mark.parametrize("route", ["/messages", "/responses"])
 def test_an_error_body_the_translation_cannot_read_is_one_line_naming_the_status(
-    stub_factory, proxy_factory, tmp_path, stream, status, body, content_type, route
+    stub_factory, proxy_factory, tmp_path, stream, status, body, sent_type, route
 ):
     """Not JSON, no error message, empty, even an event stream: the client gets a plain error
     of its API's shape with one line naming the status, and the log keeps the body as it came."""
-    stub = stub_factory([Raw(body, status=status, content_type=content_type)])
+    stub = stub_factory([Raw(body, status=status, content_type=sent_type)])
     proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM))
     request = MESSAGES if route == "/messages" else RESPONSES
-    head, payload = _exchange(proxy, route, {**request, "stream": stream})
+    head, payload = post_answer(proxy, route, {**request, "stream": stream})
     assert head.startswith(b"HTTP/1.1 %d " % status)
-    assert _content_type(head) == b"application/json" and b"\n" not in payload
+    assert content_type(head) == b"application/json" and b"\n" not in payload
     line = f"the upstream answered HTTP {status} with no error message the proxy can read"
     if route == "/messages":
         # Anthropic's documented type for the status, else its generic one for the class
@@ -175,7 +161,7 @@ def _rollout_with_an_error(stub_factory, proxy_factory, tmp_path, stream: bool):
     stub = stub_factory([Error(400, TOO_LONG), Reply(content="the answer is 42", chunks=3)])
     proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM), sampling=DEFAULTS)
     for _ in range(2):
-        _exchange(proxy, "/messages", {**MESSAGES, "stream": stream})
+        post_answer(proxy, "/messages", {**MESSAGES, "stream": stream})
     proxy.stop()
     records = tmp_path / "records"
     write_result(records, "r1")
@@ -238,7 +224,7 @@ def test_an_error_recorded_before_error_answers_were_translated_reads_as_it_did(
     error as it was, which is no translation to check."""
     stub = stub_factory([Error(400, TOO_LONG)])
     proxy = proxy_factory(stub.url, tokens=True, server=dict(VLLM))
-    _exchange(proxy, "/messages", MESSAGES)
+    post_answer(proxy, "/messages", MESSAGES)
     [(req, out)] = exchanges(tmp_path / "records", "r1")
     old = {**out, "schema_version": 6, "response": TOO_LONG}
     del old["upstream"]
