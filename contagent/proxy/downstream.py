@@ -26,7 +26,6 @@ from typing import Protocol, cast
 
 import httptools
 
-from contagent import wire
 from contagent.proxy.admission import client_api
 from contagent.proxy.http1 import NO_BODY_STATUS, Limits, header_tokens, response_head
 from contagent.proxy.request import Request, Responder
@@ -326,12 +325,10 @@ class ClientConnection(asyncio.Protocol):
                 self.transport.write(self._head(status, headers, framing) + body)
         self._finished()
 
-    def respond_error(
-        self, status: int, message: str, kind: str = "upstream_error", api: WireApi | None = None
-    ) -> None:
+    def respond_error(self, status: int, message: str, kind: str, api: WireApi) -> None:
         """Answer an error the proxy itself makes, in the shape of ``api``, the client's wire
-        API (None: the OpenAI shape)."""
-        body = (api or wire.error_api(None)).error_body(status, message, kind)
+        API (:func:`contagent.proxy.admission.client_api`)."""
+        body = api.error_body(status, message, kind)
         self.respond(status, [(b"Content-Type", b"application/json")], body)
 
     def start_response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
