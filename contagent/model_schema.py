@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -47,6 +47,15 @@ def plain_dump(value: Any) -> Any:
     if isinstance(value, list):
         return [plain_dump(item) for item in value]
     return value
+
+
+def first_error(exc: ValidationError, whole: str) -> str:
+    """``exc``'s first error in one line: the field's dotted path (``whole`` when the error
+    is the record's own) and pydantic's message, less the ``Value error, `` before a
+    validator's own."""
+    first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or whole
+    return f"{where}: {str(first['msg']).removeprefix('Value error, ')}"
 
 
 _MISSING: Any = object()

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from contagent.errors import ContagentError
 from contagent.layout import RunPaths
+from contagent.model_schema import first_error
 from contagent.versions import read_optional, version_field, versioned_object
 
 #: ``policy.jsonl``'s version; a line without one is version 1.
@@ -106,7 +107,4 @@ def _event(line: bytes, where: str) -> PolicyEvent:
     try:
         return PolicyEvent.model_validate(value)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"]) or "event"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ContagentError(f"{where}: {field}: {message}") from None
+        raise ContagentError(f"{where}: {first_error(exc, 'event')}") from None

@@ -16,6 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contagent.errors import ContagentError
+from contagent.model_schema import first_error
 from contagent.rawlog.records import ServerInfo
 from contagent.versions import read_optional, version_field, versioned_object
 
@@ -184,9 +185,7 @@ def load_result(path: Path) -> RolloutResult | None:
     try:
         return RolloutResult.model_validate(value)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or "result"
-        raise ContagentError(f"{path}: {where}: {first['msg']}") from None
+        raise ContagentError(f"{path}: {first_error(exc, 'result')}") from None
 
 
 def read_result(path: Path, checked: Iterable[str] = ()) -> dict[str, Any] | None:

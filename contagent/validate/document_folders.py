@@ -18,6 +18,7 @@ from contagent.export.formats.documents import DocumentFormat, DocumentIndex, ou
 from contagent.export.formats.rollout_data import RolloutData
 from contagent.export.formats.version import SCHEMA_VERSION
 from contagent.layout import DocumentFolderPaths
+from contagent.model_schema import first_error
 from contagent.versions import check_version
 
 Problem = tuple[str | None, str]
@@ -73,9 +74,7 @@ def _read_index(folder: DocumentFolderPaths, where: str) -> tuple[DocumentIndex 
     except ContagentError as exc:
         return None, str(exc)
     except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "index"
-        return None, f"{name}: {loc}: {first['msg']}"
+        return None, f"{name}: {first_error(exc, 'index')}"
 
 
 def _index_problems(
