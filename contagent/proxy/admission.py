@@ -43,7 +43,7 @@ class Admitted:
 def client_api(target: bytes) -> WireApi:
     """The wire API of a request's target (a path with query), whose shape the proxy's own
     errors to its client take."""
-    return wire.error_api(target.partition(b"?")[0].decode("latin-1").rstrip("/"))
+    return wire.error_api(target.decode("latin-1"))
 
 
 def _client_in(remote: str | None, network: Network) -> bool:

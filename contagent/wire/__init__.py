@@ -188,10 +188,10 @@ def generation_api(path: Any) -> WireApi | None:
     return api if api is not None and api.generation else None
 
 
-def error_api(route: str | None) -> WireApi:
-    """The adapter whose error shape a client of ``route`` (a path without its query
-    string) gets: its API's, else the OpenAI shape of the chat API."""
-    api = for_route(route) if route is not None else None
+def error_api(path: str | None) -> WireApi:
+    """The adapter whose error shape a client of ``path`` (as :func:`for_path` reads it)
+    gets: its API's, else the OpenAI shape of the chat API."""
+    api = for_path(path)
     return api if api is not None else adapter("chat")
 
 
