@@ -30,6 +30,7 @@ from contagent.proxy.recorder import verbatim
 from contagent.rawlog.records import UPSTREAM_ANSWER_FIELDS, outcome_record
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.via_chat import (
+    ANSWER_FAULTS,
     TABLE,
     ClientAnswer,
     Drawn,
@@ -185,7 +186,7 @@ class Translation:
             return b""
         try:
             out = self._answer.events(chunk)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except ANSWER_FAULTS as exc:
             self.fault = _fault(exc)
             return b""
         self.events.extend(out)
@@ -198,7 +199,7 @@ class Translation:
             return None
         try:
             self.body = self._answer.reply(chat)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except ANSWER_FAULTS as exc:
             self.fault = _fault(exc)
             return None
         return orjson.dumps(self.body)

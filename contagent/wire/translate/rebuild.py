@@ -23,6 +23,7 @@ from contagent import wire
 from contagent.rawlog.records import ERROR_VERSION
 from contagent.wire.translate import Untranslatable
 from contagent.wire.translate.via_chat import (
+    ANSWER_FAULTS,
     TABLE,
     Drawn,
     TemplateDecisions,
@@ -34,7 +35,7 @@ from contagent.wire.translate.via_chat import (
 PROBLEM = "translation_mismatch"
 #: outcomes whose answer a row may keep, and so must be sound (an error answer is checked too)
 _KEPT = frozenset({"completed", "incomplete"})
-_FAULTS = (Untranslatable, KeyError, TypeError, ValueError, AttributeError, IndexError)
+_FAULTS = (Untranslatable, *ANSWER_FAULTS)
 
 
 def translation_problems(

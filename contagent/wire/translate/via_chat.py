@@ -244,6 +244,10 @@ class ResponsesViaChat:
 #: client API name (:data:`contagent.wire.TABLE`'s) -> how it is served from chat completions
 TABLE: dict[str, ViaChat] = {"messages": MessagesViaChat(), "responses": ResponsesViaChat()}
 
+#: what a translation raises on a chat answer it cannot read (the answer is untrusted): the
+#: proxy's fault while it serves one and the rebuild's mismatch on read are the same set
+ANSWER_FAULTS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
 
 def event_payload(event: bytes) -> str:
     """The ``data`` of one event the translation wrote (``event: ...\\ndata: {...}\\n\\n``)."""
