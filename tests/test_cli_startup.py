@@ -147,12 +147,23 @@ def test_an_export_builds_no_pydantic_validator(tmp_path: Path) -> None:
     from tools.corpus import make_rollout
 
     make_rollout(tmp_path / "runs", 0, 3, random.Random(0))
-    code = RUN_CLI + "print('plugins:', 'pydantic.plugin._loader' in sys.modules, file=sys.stderr)"
+    # the probe sees the machinery load once a validator is built, so it looks at the right
+    # module: a pydantic that named it otherwise would fail the test, not pass it unseen
+    code = (
+        RUN_CLI
+        + """
+seen = lambda: 'pydantic.plugin._loader' in sys.modules
+print('plugins:', seen(), file=sys.stderr)
+import pydantic
+pydantic.TypeAdapter(int)
+print('after a validator:', seen(), file=sys.stderr)
+"""
+    )
     out = tmp_path / "out"
     formats = [x for name in ("prime-sft", "trl", "tokens", "atif") for x in ("--format", name)]
     proc = probe(code, "export", str(tmp_path / "runs"), "--out", str(out), *formats)
     assert (out / "export-summary.json").is_file(), proc.stderr
-    assert "plugins: False" in proc.stderr
+    assert "plugins: False" in proc.stderr and "after a validator: True" in proc.stderr
 
 
 # the first argument, "default", runs the command without the allocator's tuning
