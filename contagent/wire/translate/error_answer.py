@@ -26,11 +26,10 @@ def upstream_error(body: Any) -> tuple[str | None, str] | None:
     """(type, message) of an OpenAI-shaped error body (type None when it names none);
     None when ``body`` (parsed JSON, None when not JSON) holds no error message."""
     error = body.get("error") if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    if not isinstance(message, str):
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str):
         return None
-    kind = error.get("type") if isinstance(error, dict) else None
-    return (kind if isinstance(kind, str) else None), message
+    kind = error.get("type")
+    return (kind if isinstance(kind, str) else None), error["message"]
 
 
 def unreadable(status: int) -> str:
